@@ -1,0 +1,265 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/etcdlead/etcdlead/campaign"
+)
+
+// runConfig is everything `etcdlead run` needs, validated.
+type runConfig struct {
+	conn         connConfig
+	election     string
+	prefix       string // election prefix P, without trailing slash
+	id           string
+	timing       campaign.Timing
+	killSignal   syscall.Signal
+	wait         time.Duration
+	conflictCode int
+	path         string   // resolved COMMAND
+	argv         []string // COMMAND and ARGS as given
+	logLevel     string
+	logJSON      bool
+}
+
+type connConfig struct {
+	endpoints   []string
+	dialTimeout time.Duration
+	caCert      string
+	cert        string
+	key         string
+	insecureTLS bool
+	user        string
+	password    string
+}
+
+func parseRunConfig(c *cli.Context, raw []string) (runConfig, error) {
+	var rc runConfig
+	var err error
+	if rc.argv, err = commandArgs(c, raw); err != nil {
+		return rc, err
+	}
+	if rc.logLevel, rc.logJSON, err = logOptions(c); err != nil {
+		return rc, err
+	}
+	if rc.conn, err = parseConn(c); err != nil {
+		return rc, err
+	}
+	if rc.election, err = electionName(pick(c, flagElection).String(flagElection), rc.argv[0]); err != nil {
+		return rc, err
+	}
+	prefix := c.String(flagPrefix)
+	if prefix != "" && !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	rc.prefix = prefix + rc.election
+	if rc.id = c.String(flagID); rc.id == "" {
+		host, _ := os.Hostname()
+		rc.id = fmt.Sprintf("%s/%d", host, os.Getpid())
+	}
+	if rc.killSignal, err = parseSignal(c.String(flagKillSignal)); err != nil {
+		return rc, err
+	}
+	rc.timing, err = campaign.ResolveTiming(campaign.Timing{
+		TTL:         c.Duration(flagTTL),
+		KillTimeout: c.Duration(flagKillTimeout),
+		FenceMargin: c.Duration(flagFenceMargin),
+	}, c.IsSet(flagKillTimeout), c.IsSet(flagFenceMargin))
+	if err != nil {
+		return rc, err
+	}
+	if rc.wait = c.Duration(flagWait); rc.wait < 0 {
+		return rc, fmt.Errorf("--wait %s must not be negative", rc.wait)
+	}
+	if rc.conflictCode = c.Int(flagConflictCode); rc.conflictCode < 0 || rc.conflictCode > 255 {
+		return rc, fmt.Errorf("--conflict-exit-code %d is not an exit code: use 0 to 255", rc.conflictCode)
+	}
+	rc.path, err = resolveCommand(rc.argv[0])
+	return rc, err
+}
+
+// commandArgs returns what follows "--". Without "--", a command's own flags
+// could be taken for etcdlead's, so it is required.
+func commandArgs(c *cli.Context, raw []string) ([]string, error) {
+	i := slices.Index(raw, "--")
+	if i < 0 {
+		if c.NArg() > 0 {
+			return nil, fmt.Errorf("missing -- before the command: use etcdlead run [options] -- %s", strings.Join(c.Args().Slice(), " "))
+		}
+		return nil, errors.New("no command given: use etcdlead run [options] -- COMMAND [ARGS...]")
+	}
+	cmd := raw[i+1:]
+	if got := c.Args().Slice(); !slices.Equal(got, cmd) {
+		return nil, fmt.Errorf("unexpected argument %q before --: put options before -- and the command after it", got[0])
+	}
+	if len(cmd) == 0 || cmd[0] == "" {
+		return nil, errors.New("no command given after --: use etcdlead run [options] -- COMMAND [ARGS...]")
+	}
+	return cmd, nil
+}
+
+// resolveCommand finds COMMAND before campaigning, so a typo fails at once
+// with the shells' codes instead of after winning an election.
+func resolveCommand(name string) (string, error) {
+	path, err := exec.LookPath(name)
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return "", withCode(exitNotFound, fmt.Errorf("command not found: %s", name))
+		}
+		return "", withCode(exitCannotExec, fmt.Errorf("cannot execute %s: %v", name, errors.Unwrap(err)))
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return "", withCode(exitCannotExec, fmt.Errorf("cannot execute %s: is a directory", name))
+	}
+	return path, nil
+}
+
+// interpreters would make a silent default election name join unrelated
+// jobs: every `sh -c ...` would share one election.
+var interpreters = []string{"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "busybox",
+	"env", "python", "pypy", "node", "nodejs", "deno", "bun", "ruby", "perl", "php", "java", "lua", "luajit",
+	"tclsh", "wish", "rscript", "julia", "dotnet", "nice", "nohup", "timeout", "sudo", "doas", "su",
+	"xargs", "npx", "npm", "uv", "pipx", "poetry", "bundle", "exec", "stdbuf", "setsid", "chroot", "flock"}
+
+func isInterpreter(base string) bool {
+	b := strings.ToLower(base)
+	b = strings.TrimRight(b, "0123456789.-")
+	return slices.Contains(interpreters, b)
+}
+
+func electionName(given, command string) (string, error) {
+	name := given
+	if name == "" {
+		base := filepath.Base(command)
+		if isInterpreter(base) {
+			return "", fmt.Errorf("%s runs arbitrary programs, so its name is no election: give one with --election NAME", base)
+		}
+		name = base
+	}
+	if strings.ContainsAny(name, "/ \t\n\r") {
+		return "", fmt.Errorf("election name %q may not contain '/' or spaces: use e.g. --election %s", name, strings.NewReplacer("/", "-", " ", "-", "\t", "-").Replace(name))
+	}
+	for _, r := range name {
+		if !strconv.IsPrint(r) {
+			return "", fmt.Errorf("election name %q has unprintable characters: use letters, digits, '.', '-' or '_'", name)
+		}
+	}
+	return name, nil
+}
+
+func parseSignal(s string) (syscall.Signal, error) {
+	if n, err := strconv.Atoi(s); err == nil && n > 0 && n < 65 {
+		return syscall.Signal(n), nil
+	}
+	name := strings.ToUpper(s)
+	if !strings.HasPrefix(name, "SIG") {
+		name = "SIG" + name
+	}
+	if sig := unix.SignalNum(name); sig != 0 {
+		return sig, nil
+	}
+	return 0, fmt.Errorf("--kill-signal %q is not a signal: use a name like SIGTERM or a number", s)
+}
+
+func logOptions(c *cli.Context) (string, bool, error) {
+	level := strings.ToLower(pick(c, flagLogLevel).String(flagLogLevel))
+	switch level {
+	case "trace", "debug", "info", "warn", "error":
+	default:
+		return "", false, fmt.Errorf("--log-level %q is not a level: use trace, debug, info, warn or error", level)
+	}
+	switch f := pick(c, flagLogFormat).String(flagLogFormat); f {
+	case "text":
+		return level, false, nil
+	case "json":
+		return level, true, nil
+	default:
+		return "", false, fmt.Errorf("--log-format %q is not a format: use text or json", f)
+	}
+}
+
+func parseConn(c *cli.Context) (connConfig, error) {
+	var cc connConfig
+	var err error
+	if cc.endpoints, err = parseEndpoints(pick(c, flagEndpoints).String(flagEndpoints)); err != nil {
+		return cc, err
+	}
+	if cc.dialTimeout = pick(c, flagDialTimeout).Duration(flagDialTimeout); cc.dialTimeout <= 0 {
+		return cc, fmt.Errorf("--dial-timeout %s must be positive", cc.dialTimeout)
+	}
+	cc.caCert = pick(c, flagCACert).String(flagCACert)
+	cc.cert = pick(c, flagCert).String(flagCert)
+	cc.key = pick(c, flagKey).String(flagKey)
+	if (cc.cert == "") != (cc.key == "") {
+		return cc, errors.New("--cert and --key go together: give both or neither")
+	}
+	cc.insecureTLS = pick(c, flagInsecureTLS).Bool(flagInsecureTLS)
+	cc.user = pick(c, flagUser).String(flagUser)
+	if u, p, ok := strings.Cut(cc.user, ":"); ok {
+		cc.user, cc.password = u, p
+	}
+	if f := pick(c, flagPasswordFile).String(flagPasswordFile); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return cc, fmt.Errorf("--password-file: %v", err)
+		}
+		cc.password = strings.TrimRight(string(b), "\r\n")
+	} else if cc.password == "" {
+		cc.password = firstEnv(envPassword, envEtcdctlPassword)
+	}
+	if cc.password != "" && cc.user == "" {
+		return cc, errors.New("a password was given without a user: set --user too")
+	}
+	return cc, nil
+}
+
+func firstEnv(names ...string) string {
+	for _, n := range names {
+		if v := os.Getenv(n); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// parseEndpoints accepts host:port, http://host:port and https://host:port.
+func parseEndpoints(s string) ([]string, error) {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			return nil, fmt.Errorf("--endpoints %q has an empty entry: use host:port[,host:port...]", s)
+		}
+		hostport := e
+		if strings.Contains(e, "://") {
+			u, err := url.Parse(e)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+				return nil, fmt.Errorf("--endpoints entry %q is not an endpoint: use host:port, http://host:port or https://host:port", e)
+			}
+			hostport = u.Host
+		}
+		host, port, err := net.SplitHostPort(hostport)
+		if err != nil || host == "" {
+			return nil, fmt.Errorf("--endpoints entry %q is not host:port: use e.g. 127.0.0.1:2379", e)
+		}
+		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+			return nil, fmt.Errorf("--endpoints entry %q has no valid port: use e.g. 127.0.0.1:2379", e)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}

@@ -1,0 +1,188 @@
+package supervisor
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Spec describes one child: what to run and how the keeper must stop it.
+type Spec struct {
+	Path        string   // resolved executable
+	Argv        []string // argv[0] as the user gave it, then the arguments
+	Env         []string // the child's whole environment
+	KillSignal  syscall.Signal
+	KillTimeout time.Duration
+	FenceMargin time.Duration
+	Deadline    time.Duration // boot-clock fence deadline at start; 0 for none
+	LogLevel    string
+	LogJSON     bool
+}
+
+// ExecError is a child that could not be started: Code is 126 or 127.
+type ExecError struct {
+	Code int
+	Msg  string
+}
+
+func (e *ExecError) Error() string { return e.Msg }
+
+// Result is how a child's group ended.
+type Result struct {
+	Code   int    // the child's exit code, or 128+N for signal N
+	Reason Reason // who ended it
+}
+
+// Child is the supervisor's handle on a keeper and, through it, the child.
+// Its methods are safe for concurrent use. A stop or a signal sent after the
+// group ended is a no-op.
+type Child struct {
+	log  hclog.Logger
+	pid  int // the direct child, also its group id
+	mu   sync.Mutex
+	ctrl *os.File
+	done chan struct{}
+	res  Result
+}
+
+// Start launches the keeper, which starts the child. It returns once the child
+// runs, or with an *ExecError when it could not be executed.
+func Start(spec Spec, log hclog.Logger) (*Child, error) {
+	ctrlR, ctrlW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	statR, statW, err := os.Pipe()
+	if err != nil {
+		ctrlR.Close()
+		ctrlW.Close()
+		return nil, err
+	}
+	args := []string{os.Args[0], KeeperArg,
+		"-path", spec.Path,
+		"-signal", strconv.Itoa(int(spec.KillSignal)),
+		"-kill-timeout", spec.KillTimeout.String(),
+		"-fence-margin", spec.FenceMargin.String(),
+		"-deadline", strconv.FormatInt(int64(spec.Deadline), 10),
+		"-log-level", spec.LogLevel,
+		"-log-json=" + strconv.FormatBool(spec.LogJSON),
+		"--"}
+	keeper := &exec.Cmd{
+		Path: "/proc/self/exe", Args: append(args, spec.Argv...),
+		Env:   spec.Env,
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		ExtraFiles: []*os.File{ctrlR, statW},
+		// A group of its own: a kill of the supervisor's group, even with
+		// SIGKILL, must leave the keeper alive to stop the child in order.
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	err = keeper.Start()
+	ctrlR.Close()
+	statW.Close()
+	if err != nil {
+		ctrlW.Close()
+		statR.Close()
+		return nil, fmt.Errorf("start keeper: %w", err)
+	}
+	c := &Child{log: log, ctrl: ctrlW, done: make(chan struct{})}
+	status := bufio.NewScanner(statR)
+	pid, err := readStarted(status)
+	if err != nil {
+		ctrlW.Close()
+		_ = keeper.Wait()
+		statR.Close()
+		return nil, err
+	}
+	c.pid = pid
+	go c.wait(keeper, status, statR)
+	return c, nil
+}
+
+func readStarted(status *bufio.Scanner) (int, error) {
+	if !status.Scan() {
+		return 0, errors.New("keeper ended before starting the child")
+	}
+	f := strings.SplitN(status.Text(), " ", 3)
+	switch {
+	case f[0] == msgStarted && len(f) == 2:
+		return strconv.Atoi(f[1])
+	case f[0] == msgFailed && len(f) == 3:
+		code, _ := strconv.Atoi(f[1])
+		return 0, &ExecError{Code: code, Msg: f[2]}
+	}
+	return 0, fmt.Errorf("keeper said %q", status.Text())
+}
+
+// wait is the only goroutine that waits on the keeper. It publishes the
+// result once the keeper reported that the whole group is gone, or once the
+// keeper died without a report; then it SIGKILLs the group itself, because
+// without the keeper nobody else would.
+func (c *Child) wait(keeper *exec.Cmd, status *bufio.Scanner, r *os.File) {
+	res := Result{Code: 128 + int(syscall.SIGKILL), Reason: ReasonKeeperLost}
+	for status.Scan() {
+		f := strings.Fields(status.Text())
+		if len(f) == 3 && f[0] == msgExit {
+			code, err := strconv.Atoi(f[1])
+			if err == nil {
+				res = Result{Code: code, Reason: Reason(f[2])}
+			}
+		}
+	}
+	r.Close()
+	werr := keeper.Wait()
+	if res.Reason == ReasonKeeperLost {
+		c.log.Error("keeper died without a report; killing the child's group", "pgid", c.pid, "error", werr)
+		_ = syscall.Kill(-c.pid, syscall.SIGKILL)
+	}
+	c.mu.Lock()
+	c.res = res
+	c.ctrl.Close()
+	c.ctrl = nil
+	c.mu.Unlock()
+	close(c.done)
+}
+
+// Pid is the direct child's pid, which is also its process group id.
+func (c *Child) Pid() int { return c.pid }
+
+// Done is closed once the child's whole group is gone.
+func (c *Child) Done() <-chan struct{} { return c.done }
+
+// Result is valid after Done is closed.
+func (c *Child) Result() Result {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.res
+}
+
+// SetDeadline moves the fence to a later boot-clock deadline.
+func (c *Child) SetDeadline(d time.Duration) { c.send(command{op: msgDeadline, deadline: d}) }
+
+// Stop sends sig to the group, then SIGKILL after the kill timeout (or at the
+// fence, if that comes first).
+func (c *Child) Stop(sig syscall.Signal) { c.send(command{op: msgStop, sig: sig}) }
+
+// Kill sends SIGKILL to the group at once.
+func (c *Child) Kill() { c.send(command{op: msgKill}) }
+
+// Signal forwards sig to the group.
+func (c *Child) Signal(sig syscall.Signal) { c.send(command{op: msgSignal, sig: sig}) }
+
+func (c *Child) send(cmd command) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ctrl == nil {
+		return
+	}
+	// A write only fails when the keeper is gone, which wait() handles.
+	_, _ = c.ctrl.WriteString(cmd.String())
+}

@@ -1,0 +1,87 @@
+package supervisor
+
+import (
+	"syscall"
+	"time"
+)
+
+// groupState decides, from events and the boot clock, which signals the
+// keeper sends to the child's group. It does no I/O, so the fence and the
+// stop sequence are tested with a fake clock.
+type groupState struct {
+	fence      Fence
+	killSignal syscall.Signal
+
+	reason    Reason         // why the group is ending; "" while it runs
+	stopping  bool           // the stop signal went out
+	graceEnd  time.Duration  // SIGKILL at this time while stopping
+	killed    bool           // SIGKILL went out
+	childExit *syscall.WaitStatus
+}
+
+// setDeadline moves the fence. A renewal can only push the deadline later; an
+// older message arriving late must not pull it back (nor forward).
+func (s *groupState) setDeadline(d time.Duration) {
+	if d > s.fence.Deadline {
+		s.fence.Deadline = d
+	}
+}
+
+// stop begins a graceful stop with sig, unless one is already under way.
+func (s *groupState) stop(now time.Duration, sig syscall.Signal, why Reason) []syscall.Signal {
+	if s.reason == "" {
+		s.reason = why
+	}
+	if s.stopping || s.killed {
+		return nil
+	}
+	s.stopping = true
+	s.graceEnd = s.fence.GraceEnd(now)
+	return []syscall.Signal{sig}
+}
+
+// kill sends SIGKILL at once.
+func (s *groupState) kill(why Reason) []syscall.Signal {
+	if s.reason == "" {
+		s.reason = why
+	}
+	if s.killed {
+		return nil
+	}
+	s.killed = true
+	return []syscall.Signal{syscall.SIGKILL}
+}
+
+// orphaned is the supervisor's death: stop at once, SIGKILL after K or at
+// the fence, whichever is first (GraceEnd already takes the earlier).
+func (s *groupState) orphaned(now time.Duration) []syscall.Signal {
+	return s.stop(now, s.killSignal, ReasonOrphaned)
+}
+
+// exited records the direct child's end. The rest of its group (a shell's
+// background jobs, say) is stopped too: a term ends only when the group is.
+func (s *groupState) exited(now time.Duration, ws syscall.WaitStatus) []syscall.Signal {
+	s.childExit = &ws
+	return s.stop(now, s.killSignal, ReasonExited)
+}
+
+// tick applies the clock: the fence first, then the end of a grace period.
+func (s *groupState) tick(now time.Duration) []syscall.Signal {
+	var out []syscall.Signal
+	sig, kill := s.fence.Due(now)
+	if sig && !s.stopping && !s.killed {
+		out = append(out, s.stop(now, s.killSignal, ReasonFenced)...)
+	}
+	if !s.killed && (kill || (s.stopping && now >= s.graceEnd)) {
+		out = append(out, s.kill(ReasonFenced)...)
+	}
+	return out
+}
+
+// exitCode is what the supervisor reports for this group.
+func (s *groupState) exitCode() int {
+	if s.childExit == nil {
+		return 128 + int(syscall.SIGKILL)
+	}
+	return ExitCode(*s.childExit)
+}
