@@ -114,10 +114,10 @@ func (r *runner) pause(d time.Duration) error {
 			return nil
 		case s := <-r.sigs.C:
 			if signals.Classify(s) == signals.Stop {
-				r.log.Info("stop signal while backing off; exiting", "signal", s)
+				r.log.Info("stop signal while backing off; exiting", "signal", signals.Name(s.(syscall.Signal)))
 				return errStopped
 			}
-			r.log.Info("signal ignored: no child runs", "signal", s)
+			r.log.Info("signal ignored: no child runs", "signal", signals.Name(s.(syscall.Signal)))
 		}
 	}
 }
@@ -148,16 +148,16 @@ func (r *runner) campaign(ctx context.Context) (*campaign.Term, error) {
 		case s := <-r.sigs.C:
 			switch signals.Classify(s) {
 			case signals.Stop:
-				r.log.Info("stop signal while campaigning; exiting", "signal", s)
+				r.log.Info("stop signal while campaigning; exiting", "signal", signals.Name(s.(syscall.Signal)))
 				cancel()
 				if x := <-res; x.term != nil {
 					x.term.Revoke()
 				}
 				return nil, errStopped
 			case signals.Ignore:
-				r.log.Info("signal ignored: a stopped supervisor would lose its lease", "signal", s)
+				r.log.Info("signal ignored: a stopped supervisor would lose its lease", "signal", signals.Name(s.(syscall.Signal)))
 			default:
-				r.log.Info("signal ignored: no child runs", "signal", s)
+				r.log.Info("signal ignored: no child runs", "signal", signals.Name(s.(syscall.Signal)))
 			}
 		}
 	}
@@ -197,24 +197,24 @@ func (r *runner) lead(term *campaign.Term) (done bool, err error) {
 			switch signals.Classify(s) {
 			case signals.Stop:
 				if stopSignal != 0 {
-					r.log.Warn("second stop signal: killing the child's group", "signal", sig)
+					r.log.Warn("second stop signal: killing the child's group", "signal", signals.Name(sig))
 					child.Kill()
 					continue
 				}
 				stopSignal = sig
-				r.log.Info("child stopping", "signal", sig, "kill_timeout", r.rc.timing.KillTimeout)
+				r.log.Info("child stopping", "signal", signals.Name(sig), "kill_timeout", r.rc.timing.KillTimeout)
 				child.Stop(sig)
 			case signals.Forward:
-				r.log.Debug("forwarding signal", "signal", sig)
+				r.log.Debug("forwarding signal", "signal", signals.Name(sig))
 				child.Signal(sig)
 			case signals.Ignore:
-				r.log.Info("signal ignored: a stopped supervisor would lose its lease", "signal", sig)
+				r.log.Info("signal ignored: a stopped supervisor would lose its lease", "signal", signals.Name(sig))
 			}
 		case err := <-held:
 			held = nil
 			if stopSignal == 0 && lost == nil {
 				lost = err
-				r.log.Warn("leadership lost; child stopping", "reason", err, "signal", r.rc.killSignal)
+				r.log.Warn("leadership lost; child stopping", "reason", err, "signal", signals.Name(r.rc.killSignal))
 				child.Stop(r.rc.killSignal)
 			}
 		case <-child.Done():

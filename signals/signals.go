@@ -4,6 +4,7 @@
 package signals
 
 import (
+	"golang.org/x/sys/unix"
 	"os"
 	"os/signal"
 	"syscall"
@@ -51,8 +52,9 @@ func Classify(sig os.Signal) Action {
 
 // Catcher delivers caught signals on C until Stop.
 type Catcher struct {
-	C  <-chan os.Signal
-	ch chan os.Signal
+	C    <-chan os.Signal
+	ch   chan os.Signal
+	pipe chan os.Signal
 }
 
 // Catch starts catching every signal in the table. Call it before starting
@@ -64,7 +66,21 @@ func Catch() *Catcher {
 		sigs = append(sigs, s)
 	}
 	signal.Notify(ch, sigs...)
-	return &Catcher{C: ch, ch: ch}
+	return &Catcher{C: ch, ch: ch, pipe: dropSIGPIPE()}
+}
+
+// dropSIGPIPE keeps a closed stdout or stderr (a log reader that died) from
+// killing the process: Go raises SIGPIPE for a write to fd 1 or 2 that fails
+// with EPIPE, and a keeper killed that way would orphan the child. The
+// signal is dropped without a log line, which would only raise it again.
+func dropSIGPIPE() chan os.Signal {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGPIPE)
+	go func() {
+		for range ch {
+		}
+	}()
+	return ch
 }
 
 // Fake returns a Catcher fed by the caller, for tests that send signals
@@ -75,6 +91,10 @@ func Fake(ch chan os.Signal) *Catcher { return &Catcher{C: ch} }
 func (c *Catcher) Stop() {
 	if c.ch != nil {
 		signal.Stop(c.ch)
+	}
+	if c.pipe != nil {
+		signal.Stop(c.pipe)
+		close(c.pipe)
 	}
 }
 
@@ -87,3 +107,11 @@ func Absorb() *Catcher { return Catch() }
 // the terminal's foreground back (tcsetpgrp), which the kernel otherwise
 // answers with SIGTTOU.
 func IgnoreTTOU() { signal.Ignore(syscall.SIGTTOU) }
+
+// Name is the signal's conventional name, such as SIGTERM, for logs.
+func Name(sig syscall.Signal) string {
+	if n := unix.SignalName(sig); n != "" {
+		return n
+	}
+	return sig.String()
+}

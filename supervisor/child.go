@@ -26,6 +26,15 @@ type Spec struct {
 	Deadline    time.Duration // boot-clock fence deadline at start; 0 for none
 	LogLevel    string
 	LogJSON     bool
+	// Stdin, Stdout, Stderr default to the supervisor's own.
+	Stdin, Stdout, Stderr *os.File
+}
+
+func orStd(f, std *os.File) *os.File {
+	if f != nil {
+		return f
+	}
+	return std
 }
 
 // ExecError is a child that could not be started: Code is 126 or 127.
@@ -78,8 +87,10 @@ func Start(spec Spec, log hclog.Logger) (*Child, error) {
 		"--"}
 	keeper := &exec.Cmd{
 		Path: "/proc/self/exe", Args: append(args, spec.Argv...),
-		Env:   spec.Env,
-		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		Env:        spec.Env,
+		Stdin:      orStd(spec.Stdin, os.Stdin),
+		Stdout:     orStd(spec.Stdout, os.Stdout),
+		Stderr:     orStd(spec.Stderr, os.Stderr),
 		ExtraFiles: []*os.File{ctrlR, statW},
 		// A group of its own: a kill of the supervisor's group, even with
 		// SIGKILL, must leave the keeper alive to stop the child in order.

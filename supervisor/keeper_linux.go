@@ -173,7 +173,7 @@ func (k *keeper) fenceCheck() {
 	before := k.g.stopping
 	out := k.g.tick(Now())
 	if !before && k.g.stopping && k.g.reason == ReasonFenced {
-		k.log.Warn("fence: lease deadline near, stopping the child", "signal", k.g.killSignal)
+		k.log.Warn("fence: lease deadline near, stopping the child", "signal", signals.Name(k.g.killSignal))
 	}
 	k.send(out)
 }
@@ -181,7 +181,7 @@ func (k *keeper) fenceCheck() {
 func (k *keeper) send(sigs []syscall.Signal) {
 	for _, s := range sigs {
 		if err := syscall.Kill(-k.pgid, s); err != nil && err != syscall.ESRCH {
-			k.log.Warn("cannot signal the child's group", "signal", s, "error", err)
+			k.log.Warn("cannot signal the child's group", "signal", signals.Name(s), "error", err)
 		}
 	}
 }

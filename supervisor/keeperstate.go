@@ -12,10 +12,10 @@ type groupState struct {
 	fence      Fence
 	killSignal syscall.Signal
 
-	reason    Reason         // why the group is ending; "" while it runs
-	stopping  bool           // the stop signal went out
-	graceEnd  time.Duration  // SIGKILL at this time while stopping
-	killed    bool           // SIGKILL went out
+	reason    Reason        // why the group is ending; "" while it runs
+	stopping  bool          // the stop signal went out
+	graceEnd  time.Duration // SIGKILL at this time while stopping
+	killed    bool          // SIGKILL went out
 	childExit *syscall.WaitStatus
 }
 

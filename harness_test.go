@@ -1,0 +1,300 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sys/unix"
+)
+
+// safety bounds every wait on an event; it is never what a test measures.
+const safety = 60 * time.Second
+
+// binDir holds the etcdlead binary and the probe child, built once per test
+// run, as a user would build them (no race detector: etcd, the supervisors and
+// their keepers share two cores).
+var binDir string
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "etcdlead-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	for out, pkg := range map[string]string{"etcdlead": ".", "probe": "./testdata/probe"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n", pkg, err)
+			return 1
+		}
+	}
+	binDir = dir
+	return m.Run()
+}
+
+func etcdleadBin() string { return filepath.Join(binDir, "etcdlead") }
+func probeBin() string    { return filepath.Join(binDir, "probe") }
+
+// lines collects a stream's lines and lets tests wait for one.
+type lines struct {
+	mu      sync.Mutex
+	all     []string
+	changed chan struct{}
+	closed  bool
+}
+
+func newLines(r io.Reader) *lines {
+	l := &lines{changed: make(chan struct{})}
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			l.add(sc.Text(), false)
+		}
+		l.add("", true)
+		if c, ok := r.(io.Closer); ok {
+			c.Close()
+		}
+	}()
+	return l
+}
+
+func (l *lines) add(s string, eof bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if eof {
+		l.closed = true
+	} else {
+		l.all = append(l.all, s)
+	}
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+func (l *lines) snapshot() ([]string, bool, chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.all...), l.closed, l.changed
+}
+
+// find returns the first line containing substr, if any yet.
+func (l *lines) find(substr string) (string, bool) {
+	all, _, _ := l.snapshot()
+	for _, s := range all {
+		if strings.Contains(s, substr) {
+			return s, true
+		}
+	}
+	return "", false
+}
+
+func (l *lines) count(substr string) int {
+	all, _, _ := l.snapshot()
+	n := 0
+	for _, s := range all {
+		if strings.Contains(s, substr) {
+			n++
+		}
+	}
+	return n
+}
+
+// waitFor blocks until a line containing substr appears (at index >= from),
+// and returns it with its index.
+func (l *lines) waitFor(t *testing.T, what, substr string, from int) (string, int) {
+	t.Helper()
+	timeout := time.After(safety)
+	for {
+		all, closed, changed := l.snapshot()
+		for i := from; i < len(all); i++ {
+			if strings.Contains(all[i], substr) {
+				return all[i], i
+			}
+		}
+		if closed {
+			t.Fatalf("%s ended without a line containing %q; it said:\n%s", what, substr, strings.Join(all, "\n"))
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("%s: no line containing %q within %s; it said:\n%s", what, substr, safety, strings.Join(all, "\n"))
+		}
+	}
+}
+
+func (l *lines) String() string {
+	all, _, _ := l.snapshot()
+	return strings.Join(all, "\n")
+}
+
+// candidate is one etcdlead process.
+type candidate struct {
+	name string
+	cmd  *exec.Cmd
+	out  *lines // the child's stdout, passed through
+	log  *lines // etcdlead's and the keeper's stderr
+	done chan struct{}
+	code int
+}
+
+// env is what every candidate of one test shares.
+type env struct {
+	t         *testing.T
+	endpoints []string
+	prefix    string
+	lock      string
+	journal   string
+}
+
+func newEnv(t *testing.T, endpoints []string) *env {
+	dir := t.TempDir()
+	return &env{
+		t: t, endpoints: endpoints,
+		prefix:  "test/" + strings.ReplaceAll(t.Name(), "/", "_") + "/",
+		lock:    filepath.Join(dir, "lock"),
+		journal: filepath.Join(dir, "journal"),
+	}
+}
+
+func (e *env) probe(extra ...string) []string {
+	return append([]string{probeBin(), "-lock", e.lock, "-journal", e.journal}, extra...)
+}
+
+// start runs `etcdlead run <flags> -- <command>` with this env's endpoints and
+// prefix.
+func (e *env) start(name string, flags []string, command []string, extraEnv ...string) *candidate {
+	e.t.Helper()
+	args := append([]string{"run", "--endpoints=" + strings.Join(e.endpoints, ","), "--prefix=" + e.prefix, "--id=" + name}, flags...)
+	args = append(append(args, "--"), command...)
+	cmd := exec.Command(etcdleadBin(), args...)
+	cmd.Env = append(os.Environ(), extraEnv...)
+	// Plain pipes rather than StdoutPipe: Wait would close those when
+	// etcdlead exits, but the keeper, which outlives a killed etcdlead,
+	// writes to them too, and the test must read what it says.
+	stdoutR, stdoutW, err := os.Pipe()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	stderrR, stderrW, err := os.Pipe()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
+	c := &candidate{name: name, cmd: cmd, out: newLines(stdoutR), log: newLines(stderrR), done: make(chan struct{})}
+	err = cmd.Start()
+	stdoutW.Close()
+	stderrW.Close()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	go func() {
+		err := cmd.Wait()
+		c.code = 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			c.code = ee.ExitCode()
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				c.code = 128 + int(ws.Signal())
+			}
+		}
+		close(c.done)
+	}()
+	e.t.Cleanup(func() {
+		select {
+		case <-c.done:
+		default:
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			<-c.done
+		}
+		if e.t.Failed() {
+			e.t.Logf("%s stdout:\n%s\n%s stderr:\n%s", name, c.out, name, c.log)
+		}
+	})
+	return c
+}
+
+func (c *candidate) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := c.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %s: %v", c.name, err)
+	}
+}
+
+// exit waits for the candidate to end and returns its exit code.
+func (c *candidate) exit(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-c.done:
+		return c.code
+	case <-time.After(safety):
+		t.Fatalf("%s did not exit within %s", c.name, safety)
+	}
+	return 0
+}
+
+func (c *candidate) running() bool {
+	select {
+	case <-c.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// waitGone waits, through a pidfd, until process pid has exited.
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return
+	}
+	if err != nil {
+		t.Fatalf("pidfd_open(%d): %v", pid, err)
+	}
+	defer unix.Close(fd)
+	n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(safety/time.Millisecond))
+	if err != nil || n != 1 {
+		t.Fatalf("process %d still runs after %s (poll: %d, %v)", pid, safety, n, err)
+	}
+}
+
+// journal returns the probe journal's lines; an OVERLAP line fails the test.
+func (e *env) journalLines(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(e.journal)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	ls := strings.Split(strings.TrimSpace(string(b)), "\n")
+	for _, l := range ls {
+		if strings.HasPrefix(l, "OVERLAP") || strings.HasPrefix(l, "ERROR") {
+			t.Errorf("two children at once: journal says %q\n%s", l, b)
+		}
+	}
+	return ls
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), safety)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func clientPrefix() clientv3.OpOption { return clientv3.WithPrefix() }

@@ -1,0 +1,236 @@
+package supervisor
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
+)
+
+// The test binary doubles as the keeper (argv[1] == KeeperArg, as in
+// etcdlead itself) and as a helper child, chosen by $SUPERVISOR_TEST_CHILD.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == KeeperArg {
+		os.Exit(RunKeeper(os.Args[2:]))
+	}
+	if mode := os.Getenv("SUPERVISOR_TEST_CHILD"); mode != "" {
+		os.Exit(helperChild(mode))
+	}
+	// Race-enabled binaries sleep a second at exit by default; the keeper
+	// and helper children are this binary, so skip that wait for them.
+	if os.Getenv("GORACE") == "" {
+		os.Setenv("GORACE", "atexit_sleep_ms=0")
+	}
+	os.Exit(m.Run())
+}
+
+// helperChild prints "ready", then one line per signal it receives, and
+// reports a grandchild's pid when asked to start one. No sleeps: tests wait
+// on its lines.
+func helperChild(mode string) int {
+	if n, ok := strings.CutPrefix(mode, "exit:"); ok {
+		code, _ := strconv.Atoi(n)
+		return code
+	}
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1)
+	if mode == "grandchild" {
+		self, _ := os.Executable()
+		gc := exec.Command(self)
+		gc.Env = append(os.Environ(), "SUPERVISOR_TEST_CHILD=ignore-term")
+		out, _ := gc.StdoutPipe()
+		if err := gc.Start(); err != nil {
+			return 2
+		}
+		line, _ := bufio.NewReader(out).ReadString('\n')
+		if line != "ready\n" {
+			return 2
+		}
+		fmt.Printf("grandchild %d\n", gc.Process.Pid)
+	}
+	fmt.Println("ready")
+	for s := range sigs {
+		fmt.Printf("signal %s\n", unix.SignalName(s.(syscall.Signal)))
+		if s == syscall.SIGTERM && mode != "ignore-term" {
+			signal.Reset(syscall.SIGTERM)
+			_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+		}
+	}
+	return 0
+}
+
+type started struct {
+	c     *Child
+	lines chan string
+}
+
+func startHelper(t *testing.T, mode string, mutate func(*Spec)) *started {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := Spec{
+		Path: os.Args[0], Argv: []string{"helper"},
+		Env:        append(os.Environ(), "SUPERVISOR_TEST_CHILD="+mode),
+		KillSignal: syscall.SIGTERM, KillTimeout: 200 * time.Millisecond, FenceMargin: 50 * time.Millisecond,
+		LogLevel: "error", Stdout: w,
+	}
+	if mutate != nil {
+		mutate(&spec)
+	}
+	c, err := Start(spec, hclog.NewNullLogger())
+	w.Close()
+	if err != nil {
+		r.Close()
+		t.Fatalf("Start: %v", err)
+	}
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		r.Close()
+	}()
+	t.Cleanup(func() {
+		c.Kill()
+		<-c.Done()
+	})
+	return &started{c: c, lines: lines}
+}
+
+func (s *started) expect(t *testing.T, prefix string) string {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case l, ok := <-s.lines:
+			if !ok {
+				t.Fatalf("output ended before %q", prefix)
+			}
+			if strings.HasPrefix(l, prefix) {
+				return l
+			}
+		case <-timeout:
+			t.Fatalf("no %q within the safety timeout", prefix)
+		}
+	}
+}
+
+func (s *started) result(t *testing.T) Result {
+	t.Helper()
+	select {
+	case <-s.c.Done():
+		return s.c.Result()
+	case <-time.After(20 * time.Second):
+		t.Fatal("child's group not gone within the safety timeout")
+	}
+	return Result{}
+}
+
+func TestChildExitCodePassesThrough(t *testing.T) {
+	for _, code := range []int{0, 3, 77} {
+		s := startHelper(t, "exit:"+strconv.Itoa(code), nil)
+		if got := s.result(t); got != (Result{Code: code, Reason: ReasonExited}) {
+			t.Errorf("exit %d: got %+v", code, got)
+		}
+	}
+}
+
+func TestStopEndsChildWithItsSignalStatus(t *testing.T) {
+	s := startHelper(t, "sleep", nil)
+	s.expect(t, "ready")
+	s.c.Stop(syscall.SIGTERM)
+	s.expect(t, "signal SIGTERM")
+	if got := s.result(t); got != (Result{Code: 143, Reason: ReasonStopped}) {
+		t.Fatalf("got %+v, want 143 stopped", got)
+	}
+}
+
+func TestSignalIsForwarded(t *testing.T) {
+	s := startHelper(t, "sleep", nil)
+	s.expect(t, "ready")
+	s.c.Signal(syscall.SIGHUP)
+	s.expect(t, "signal SIGHUP")
+	s.c.Signal(syscall.SIGUSR1)
+	s.expect(t, "signal SIGUSR1")
+}
+
+func TestChildIgnoringStopIsKilled(t *testing.T) {
+	s := startHelper(t, "ignore-term", nil)
+	s.expect(t, "ready")
+	s.c.Stop(syscall.SIGTERM)
+	s.expect(t, "signal SIGTERM")
+	if got := s.result(t); got != (Result{Code: 137, Reason: ReasonStopped}) {
+		t.Fatalf("got %+v, want 137 stopped", got)
+	}
+}
+
+// The group, not just the child, is stopped, and the result comes only once
+// the grandchild (which ignores SIGTERM) is gone too.
+func TestGrandchildDiesWithGroup(t *testing.T) {
+	s := startHelper(t, "grandchild", nil)
+	line := s.expect(t, "grandchild ")
+	gpid, _ := strconv.Atoi(strings.TrimPrefix(line, "grandchild "))
+	s.expect(t, "ready")
+	s.c.Stop(syscall.SIGTERM)
+	s.result(t)
+	if err := syscall.Kill(gpid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("grandchild %d still exists after the result: kill(0) = %v", gpid, err)
+	}
+}
+
+// With no renewals the keeper fences on its own: a deadline 600ms ahead
+// must stop the child with no word from the supervisor.
+func TestFenceStopsChildWithoutSupervisor(t *testing.T) {
+	s := startHelper(t, "ignore-term", func(sp *Spec) { sp.Deadline = Now() + 600*time.Millisecond })
+	s.expect(t, "ready")
+	s.expect(t, "signal SIGTERM")
+	got := s.result(t)
+	if got != (Result{Code: 137, Reason: ReasonFenced}) {
+		t.Fatalf("got %+v, want 137 fenced", got)
+	}
+}
+
+// The supervisor's end of the pipe closing (its death) stops the group.
+func TestOrphanedChildIsStopped(t *testing.T) {
+	s := startHelper(t, "sleep", nil)
+	s.expect(t, "ready")
+	s.c.mu.Lock()
+	s.c.ctrl.Close()
+	s.c.ctrl = nil
+	s.c.mu.Unlock()
+	s.expect(t, "signal SIGTERM")
+	if got := s.result(t); got != (Result{Code: 143, Reason: ReasonOrphaned}) {
+		t.Fatalf("got %+v, want 143 orphaned", got)
+	}
+}
+
+func TestExecFailures(t *testing.T) {
+	for _, c := range []struct {
+		path string
+		code int
+	}{
+		{"/nonexistent/command", 127},
+		{t.TempDir(), 126},
+	} {
+		_, err := Start(Spec{Path: c.path, Argv: []string{c.path}, KillSignal: syscall.SIGTERM,
+			KillTimeout: time.Second, FenceMargin: time.Second, LogLevel: "error"}, hclog.NewNullLogger())
+		var ee *ExecError
+		if !errors.As(err, &ee) || ee.Code != c.code {
+			t.Errorf("Start(%s) = %v, want ExecError %d", c.path, err, c.code)
+		}
+	}
+}
