@@ -65,7 +65,7 @@ func runCommand(raw []string) *cli.Command {
 func runAction(c *cli.Context, raw []string) error {
 	cfg, err := parseRunConfig(c, raw)
 	if err != nil {
-		return withCode(exitFailure, err)
+		return err // 125 unless it carries its own code (126, 127)
 	}
 	r, err := newRunner(cfg)
 	if err != nil {

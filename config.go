@@ -213,16 +213,18 @@ func parseConn(c *cli.Context) (connConfig, error) {
 		cc.user, cc.password = u, p
 	}
 	if f := pick(c, flagPasswordFile).String(flagPasswordFile); f != "" {
+		if cc.user == "" {
+			return cc, errors.New("--password-file was given without a user: set --user too")
+		}
 		b, err := os.ReadFile(f)
 		if err != nil {
 			return cc, fmt.Errorf("--password-file: %v", err)
 		}
 		cc.password = strings.TrimRight(string(b), "\r\n")
-	} else if cc.password == "" {
+	} else if cc.password == "" && cc.user != "" {
+		// Password variables mean nothing without a user, and are often
+		// set in a shell for other tools.
 		cc.password = firstEnv(envPassword, envEtcdctlPassword)
-	}
-	if cc.password != "" && cc.user == "" {
-		return cc, errors.New("a password was given without a user: set --user too")
 	}
 	return cc, nil
 }

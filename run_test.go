@@ -212,3 +212,32 @@ func TestNestedRunDoesNotInheritElection(t *testing.T) {
 	c.signal(t, syscall.SIGTERM)
 	c.exit(t)
 }
+
+// --wait bounds the campaign: with another leader, exit with
+// --conflict-exit-code (75 by default); with etcd unreachable, 125.
+func TestWaitEnds(t *testing.T) {
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	e := newEnv(t, cluster.Endpoints())
+	leader := e.start("leader", fast, e.probe())
+	leader.out.waitFor(t, "leader", "ready", 0)
+	c := e.start("late", append(fast, "--wait=1s"), e.probe())
+	if got := c.exit(t); got != 75 {
+		t.Errorf("--wait with another leader: exit %d, want 75", got)
+	}
+	c = e.start("late2", append(fast, "--wait=1s", "--conflict-exit-code=9"), e.probe())
+	if got := c.exit(t); got != 9 {
+		t.Errorf("--conflict-exit-code=9: exit %d", got)
+	}
+	if _, ok := c.out.find("ready"); ok {
+		t.Error("a child started while another led")
+	}
+	leader.signal(t, syscall.SIGTERM)
+	leader.exit(t)
+
+	down := newEnv(t, []string{"127.0.0.1:1"})
+	c = down.start("nowhere", append(fast, "--wait=1s", "--dial-timeout=300ms"), down.probe())
+	if got := c.exit(t); got != 125 {
+		t.Errorf("--wait with etcd unreachable: exit %d, want 125", got)
+	}
+	c.log.waitFor(t, "nowhere", "unreachable", 0)
+}
