@@ -173,6 +173,14 @@ func newEnv(t *testing.T, endpoints []string) *env {
 	}
 }
 
+// via returns a copy of e whose candidates use other endpoints (a proxy):
+// same prefix, lock and journal.
+func (e *env) via(endpoints ...string) *env {
+	c := *e
+	c.endpoints = endpoints
+	return &c
+}
+
 func (e *env) probe(extra ...string) []string {
 	return append([]string{probeBin(), "-lock", e.lock, "-journal", e.journal}, extra...)
 }

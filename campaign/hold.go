@@ -45,6 +45,7 @@ func (t *Term) renewLoop(ctx context.Context, onRenew func(time.Duration)) error
 				t.c.log.Info("renewal recovered")
 				failing = false
 			}
+			t.c.log.Trace("renewed", "lease", fmt.Sprintf("%x", int64(t.Lease)), "deadline_in", t.Deadline()-t.c.cfg.Now())
 			onRenew(t.Deadline())
 		}
 		select {
@@ -65,7 +66,8 @@ func (t *Term) watchKey(ctx context.Context) error {
 		wch := t.c.cfg.Client.Watch(wctx, t.Key, clientv3.WithRev(rev+1),
 			clientv3.WithFilterPut(), clientv3.WithProgressNotify())
 		for resp := range wch {
-			if resp.Err() != nil {
+			if err := resp.Err(); err != nil {
+				t.c.log.Debug("own-key watch interrupted; re-reading the key", "error", err)
 				break
 			}
 			for _, ev := range resp.Events {

@@ -116,6 +116,7 @@ func (t *Term) waitDelete(ctx context.Context, p pred, rev int64) (vouched bool,
 		clientv3.WithFilterPut(), clientv3.WithPrevKV())
 	for resp := range wch {
 		if err := resp.Err(); err != nil {
+			t.c.log.Debug("predecessor watch interrupted; looking again", "error", err)
 			return false, err
 		}
 		for _, ev := range resp.Events {

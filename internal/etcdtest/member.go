@@ -1,0 +1,172 @@
+package etcdtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Member is one etcd server process of a Cluster. Its methods may be called
+// from any goroutine.
+type Member struct {
+	name       string
+	clientAddr string
+	dataDir    string
+	logPath    string
+	bin        string
+	args       []string
+
+	mu   sync.Mutex
+	proc *process // nil before the first start
+	id   uint64   // raft member ID, learnt from its first answer
+}
+
+// ClientAddr returns the member's client address, "127.0.0.1:PORT". It stays
+// the same across Restart.
+func (m *Member) ClientAddr() string { return m.clientAddr }
+
+// MetricsURL returns the URL of the member's Prometheus metrics, which etcd
+// serves on its client port.
+func (m *Member) MetricsURL() string { return "http://" + m.clientAddr + "/metrics" }
+
+// DataDir returns the member's data directory.
+func (m *Member) DataDir() string { return m.dataDir }
+
+// Kill ends the member with SIGKILL, as a crash would, and waits until the
+// process is gone. It does nothing if the member is not running.
+func (m *Member) Kill(tb testing.TB) {
+	tb.Helper()
+	if p := m.running(); p != nil {
+		p.kill()
+	}
+}
+
+// Stop asks the member to shut down with SIGTERM, as an operator would, and
+// waits until the process is gone. It does nothing if the member is not
+// running.
+func (m *Member) Stop(tb testing.TB) {
+	tb.Helper()
+	p := m.running()
+	if p == nil {
+		return
+	}
+	p.signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(stopTimeout):
+		p.kill()
+		tb.Errorf("etcdtest: %s ignored SIGTERM for %v; killed it\n%s", m.name, stopTimeout, logTail(m.logPath, logTailBytes))
+	}
+}
+
+// Restart stops the member if it is running, starts it again with the same
+// ports and data directory, and waits until it serves a linearizable Get.
+// That needs a quorum, so in a cluster where most members are down use
+// Cluster.RestartAll instead of restarting them one by one.
+func (m *Member) Restart(tb testing.TB) {
+	tb.Helper()
+	m.Stop(tb)
+	if err := m.start(); err != nil {
+		tb.Fatalf("etcdtest: restart %s: %v", m.name, err)
+	}
+	if err := waitServing([]*Member{m}); err != nil {
+		tb.Logf("etcdtest: log of %s:\n%s", m.name, logTail(m.logPath, logTailBytes))
+		tb.Fatalf("etcdtest: restart %s: %v", m.name, err)
+	}
+}
+
+func (m *Member) start() error {
+	p, err := startProcess(m.bin, m.args, m.logPath)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.proc = p
+	m.mu.Unlock()
+	return nil
+}
+
+// running returns the member's process if it has not exited.
+func (m *Member) running() *process {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.proc == nil || m.proc.done() {
+		return nil
+	}
+	return m.proc
+}
+
+func (m *Member) memberID() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.id
+}
+
+func (m *Member) setMemberID(id uint64) {
+	m.mu.Lock()
+	m.id = id
+	m.mu.Unlock()
+}
+
+var errExited = errors.New("etcd exited")
+
+// waitServing returns once every member in ms has served a linearizable Get,
+// which proves that its gRPC server is up and that it is part of a cluster
+// with an elected leader. It fails as soon as any of them exits, which is how
+// a port taken by someone else shows up.
+func waitServing(ms []*Member) error {
+	ctx, cancel := context.WithDeadlineCause(context.Background(), time.Now().Add(readyTimeout),
+		fmt.Errorf("not serving after %v", readyTimeout))
+	defer cancel()
+	ctx, abort := context.WithCancelCause(ctx)
+	defer abort(nil)
+	for _, m := range ms {
+		p := m.running()
+		if p == nil {
+			return fmt.Errorf("%w: %s", errExited, m.name)
+		}
+		go func() {
+			select {
+			case <-p.exited:
+				abort(fmt.Errorf("%w: %s", errExited, m.name))
+			case <-ctx.Done():
+			}
+		}()
+	}
+	for _, m := range ms {
+		if err := m.waitServing(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *Member) waitServing(ctx context.Context) error {
+	cli, err := newClient(m.clientAddr)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	// etcd offers no event for "ready" that reaches another process, so
+	// this polls; the ticker only paces retries after a failed request.
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		reqCtx, cancel := context.WithTimeout(ctx, requestTimeout)
+		resp, err := cli.Get(reqCtx, "etcdtest/ready")
+		cancel()
+		if err == nil {
+			m.setMemberID(resp.Header.MemberId)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w (last request error: %v)", m.name, context.Cause(ctx), err)
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,258 @@
+// Package faultproxy is a TCP proxy for tests that puts network faults
+// between one client and one server: a blackhole (peers stay connected but
+// nothing arrives, as when a network silently drops packets) and resets.
+//
+// A blackhole is what a client's keepalive exists for: its pings go
+// unanswered until it declares the connection dead, and every new dial is
+// accepted at TCP level and then just as silent, so the client makes no
+// progress at all until Pass. A userspace proxy cannot drop TCP segments
+// themselves: the client's kernel still gets ACKs, so only application-level
+// keepalives (HTTP/2 and gRPC pings), not TCP_USER_TIMEOUT, notice.
+//
+// Each direction is a plain byte stream: when one side closes or fails, the
+// proxy closes both sides (no half-close).
+package faultproxy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"syscall"
+)
+
+type mode int
+
+const (
+	passMode mode = iota
+	blackholeMode
+	resetMode
+)
+
+// Proxy forwards every TCP connection made to Addr to the target. Its methods
+// may be called from any goroutine.
+type Proxy struct {
+	target string
+	ln     net.Listener
+	ctx    context.Context // cancelled by Close, to abort upstream dials
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // every goroutine the proxy started
+
+	mu     sync.Mutex
+	mode   mode
+	closed bool
+	links  map[*link]struct{} // open connections, in any mode
+}
+
+// link is one client connection and, once dialled, its upstream connection.
+// Its fields are guarded by Proxy.mu.
+type link struct {
+	client   *net.TCPConn
+	upstream *net.TCPConn // nil while dialling and when accepted during a blackhole
+}
+
+// New starts a proxy on a free loopback port that forwards to target, a
+// "host:port" address. Close it when done.
+func New(target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Proxy{
+		target: target,
+		ln:     ln,
+		ctx:    ctx,
+		cancel: cancel,
+		links:  make(map[*link]struct{}),
+	}
+	p.wg.Add(1)
+	go p.acceptLoop()
+	return p, nil
+}
+
+// Addr returns the address clients should dial, "127.0.0.1:PORT".
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Pass makes the proxy forward traffic, which it does from the start. After a
+// Blackhole it first resets every connection, since bytes were lost and the
+// streams cannot be resumed; clients then reconnect to a working path.
+func (p *Proxy) Pass() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mode != passMode {
+		p.dropAll(true)
+	}
+	p.mode = passMode
+}
+
+// Blackhole stops all traffic: existing and new connections stay open, but no
+// byte and no FIN or RST moves in either direction; what the peers send is
+// discarded. Bytes the proxy was already forwarding may still arrive.
+func (p *Proxy) Blackhole() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mode = blackholeMode
+}
+
+// Reset closes every connection with a TCP RST on both sides, and resets each
+// new connection as soon as it is accepted, until Pass or Blackhole.
+func (p *Proxy) Reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mode = resetMode
+	p.dropAll(true)
+}
+
+// Close stops the proxy, closes all connections and returns once every
+// goroutine it started has finished.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	p.dropAll(false)
+	p.mu.Unlock()
+
+	p.cancel()
+	err := p.ln.Close()
+	p.wg.Wait()
+	return err
+}
+
+func (p *Proxy) acceptLoop() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			// Close is the only expected cause; on any other the
+			// proxy stops accepting, and the test sees its dials fail.
+			return
+		}
+		p.admit(c.(*net.TCPConn))
+	}
+}
+
+func (p *Proxy) admit(c *net.TCPConn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.mode == resetMode {
+		closeConn(c, true)
+		return
+	}
+	l := &link{client: c}
+	p.links[l] = struct{}{}
+	p.wg.Add(1)
+	if p.mode == blackholeMode {
+		// Not dialling keeps the server unaware of the connection, as it
+		// would be if the SYN had been lost past the client's network.
+		go p.drain(l.client)
+	} else {
+		go p.dial(l)
+	}
+}
+
+// dial connects l upstream and starts forwarding. It runs outside p.mu, so
+// the mode may have changed, or l been dropped, by the time it connects.
+func (p *Proxy) dial(l *link) {
+	defer p.wg.Done()
+	var d net.Dialer
+	c, err := d.DialContext(p.ctx, "tcp", p.target)
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, open := p.links[l]; !open {
+		if err == nil {
+			c.Close()
+		}
+		return
+	}
+	switch {
+	case err == nil:
+		l.upstream = c.(*net.TCPConn)
+		p.wg.Add(2)
+		go p.pipe(l, l.client, l.upstream)
+		go p.pipe(l, l.upstream, l.client)
+	case p.mode == passMode:
+		// A reset is the nearest a proxy that has already accepted
+		// can come to "connection refused".
+		p.drop(l, true)
+	default:
+		p.wg.Add(1)
+		go p.drain(l.client)
+	}
+}
+
+// pipe copies src to dst while the proxy passes traffic and discards what it
+// reads otherwise.
+func (p *Proxy) pipe(l *link, src, dst *net.TCPConn) {
+	defer p.wg.Done()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && p.passing() {
+			if _, werr := dst.Write(buf[:n]); werr != nil && err == nil {
+				err = werr
+			}
+		}
+		if err != nil {
+			p.mu.Lock()
+			// In a blackhole even a closing peer must go unnoticed by
+			// the other side, so l stays open until the mode changes.
+			if p.mode == passMode {
+				p.drop(l, errors.Is(err, syscall.ECONNRESET))
+			}
+			p.mu.Unlock()
+			return
+		}
+	}
+}
+
+// drain reads and discards what a blackholed client sends, until the
+// connection is closed by a mode change or Close, so its goroutine ends then.
+func (p *Proxy) drain(c *net.TCPConn) {
+	defer p.wg.Done()
+	buf := make([]byte, 32<<10)
+	for {
+		if _, err := c.Read(buf); err != nil {
+			return
+		}
+	}
+}
+
+func (p *Proxy) passing() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mode == passMode
+}
+
+// dropAll closes every link; p.mu must be held.
+func (p *Proxy) dropAll(rst bool) {
+	for l := range p.links {
+		p.drop(l, rst)
+	}
+}
+
+// drop closes both sides of l unless already done; p.mu must be held.
+// Closing unblocks the goroutines reading or writing l, which then end.
+func (p *Proxy) drop(l *link, rst bool) {
+	if _, open := p.links[l]; !open {
+		return
+	}
+	delete(p.links, l)
+	closeConn(l.client, rst)
+	if l.upstream != nil {
+		closeConn(l.upstream, rst)
+	}
+}
+
+// closeConn closes c, with an RST instead of a FIN if rst is set: a zero
+// linger makes the kernel discard unsent data and abort the connection.
+func closeConn(c *net.TCPConn, rst bool) {
+	if rst {
+		_ = c.SetLinger(0)
+	}
+	_ = c.Close()
+}
