@@ -91,8 +91,12 @@ func TestPartitionedLeaderIsFencedBeforeSuccessorStarts(t *testing.T) {
 func TestFrozenSupervisorIsFenced(t *testing.T) {
 	_, e, _, c1, c2 := leaderPair(t, fast)
 	c1.signal(t, syscall.SIGSTOP)
+	frozen := time.Now()
 	c1.log.waitFor(t, "c1", "fence: lease deadline near", 0)
 	c2.out.waitFor(t, "c2", "ready", 0)
+	// Stay frozen for 3xTTL in all, as a long GC pause or a stopped VM
+	// would; the duration is the fault, not a wait for an event.
+	time.Sleep(time.Until(frozen.Add(3 * 2 * time.Second)))
 	c1.signal(t, syscall.SIGCONT)
 	_, i := c1.log.waitFor(t, "c1", "child exited", 0)
 	c1.log.waitFor(t, "c1", "waiting on predecessor", i)
@@ -112,6 +116,8 @@ func TestDeletedKeyStopsOldChildFirst(t *testing.T) {
 	}
 	c1.log.waitFor(t, "c1", "key deleted", 0)
 	c1.out.waitFor(t, "c1", "signal SIGTERM", 0)
+	// The successor saw the key go while the lease lived, and waited.
+	c2.log.waitFor(t, "c2", "waiting for predecessor lease to end", 0)
 	c2.out.waitFor(t, "c2", "ready", 0)
 	stopAll(t, e, c1, c2)
 }
