@@ -57,6 +57,7 @@ func probeBin() string    { return filepath.Join(binDir, "probe") }
 type lines struct {
 	mu      sync.Mutex
 	all     []string
+	at      []time.Time // when each line arrived
 	changed chan struct{}
 	closed  bool
 }
@@ -83,6 +84,7 @@ func (l *lines) add(s string, eof bool) {
 		l.closed = true
 	} else {
 		l.all = append(l.all, s)
+		l.at = append(l.at, time.Now())
 	}
 	close(l.changed)
 	l.changed = make(chan struct{})
@@ -103,6 +105,25 @@ func (l *lines) find(substr string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// stamped is a line and when it arrived.
+type stamped struct {
+	text string
+	at   time.Time
+}
+
+// matching returns every line containing substr, with its arrival time.
+func (l *lines) matching(substr string) []stamped {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []stamped
+	for i, s := range l.all {
+		if strings.Contains(s, substr) {
+			out = append(out, stamped{s, l.at[i]})
+		}
+	}
+	return out
 }
 
 func (l *lines) count(substr string) int {
