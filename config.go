@@ -27,6 +27,7 @@ type runConfig struct {
 	prefix       string // election prefix P, without trailing slash
 	id           string
 	timing       campaign.Timing
+	killSet      bool // --kill-timeout was given
 	killSignal   syscall.Signal
 	wait         time.Duration
 	conflictCode int
@@ -79,6 +80,7 @@ func parseRunConfig(c *cli.Context, raw []string) (runConfig, error) {
 		KillTimeout: c.Duration(flagKillTimeout),
 		FenceMargin: c.Duration(flagFenceMargin),
 	}, c.IsSet(flagKillTimeout), c.IsSet(flagFenceMargin))
+	rc.killSet = c.IsSet(flagKillTimeout)
 	if err != nil {
 		return rc, err
 	}

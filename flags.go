@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -76,8 +77,38 @@ const (
 	defaultDialTimeout = 5 * time.Second
 )
 
-// connectionFlags are global and also accepted after a subcommand.
-func connectionFlags() []cli.Flag {
+// connectionFlags are global and also accepted after a subcommand. Only the
+// global copies read the environment: a variable must not outrank a flag
+// given on the command line before the subcommand (see pick).
+func connectionFlags() []cli.Flag { return withEnv(connectionFlagSet(), true) }
+
+// withEnv keeps or drops the flags' variables; dropped ones are still named
+// in the help text.
+func withEnv(flags []cli.Flag, keep bool) []cli.Flag {
+	if keep {
+		return flags
+	}
+	for _, f := range flags {
+		switch f := f.(type) {
+		case *cli.StringFlag:
+			f.Usage, f.EnvVars = envUsage(f.Usage, f.EnvVars), nil
+		case *cli.DurationFlag:
+			f.Usage, f.EnvVars = envUsage(f.Usage, f.EnvVars), nil
+		case *cli.BoolFlag:
+			f.Usage, f.EnvVars = envUsage(f.Usage, f.EnvVars), nil
+		}
+	}
+	return flags
+}
+
+func envUsage(usage string, vars []string) string {
+	if len(vars) == 0 {
+		return usage
+	}
+	return usage + " [$" + strings.Join(vars, ", $") + "]"
+}
+
+func connectionFlagSet() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: flagEndpoints, Value: defaultEndpoints, EnvVars: []string{envEndpoints, envEtcdctlEndpoints},
 			Usage: "etcd endpoints, comma-separated, with or without http:// or https://"},
@@ -111,12 +142,13 @@ func runFlags() []cli.Flag {
 		&cli.DurationFlag{Name: flagWait, EnvVars: []string{envWait}, Usage: "give up if not leading after this long (default: wait for ever)"},
 		&cli.IntFlag{Name: flagConflictCode, Value: exitConflict, EnvVars: []string{envConflictCode},
 			Usage: "exit code when --wait ends while another candidate leads"},
-	}, connectionFlags()...)
+	}, withEnv(connectionFlagSet(), false)...)
 }
 
-// pick returns the innermost context in which name was set (on the command
-// line or by its variable), so a connection flag given before the
-// subcommand is not hidden by the subcommand's default.
+// pick returns the innermost context in which name was set, so a connection
+// flag given before the subcommand is not hidden by the subcommand's
+// default. The subcommand's copies have no variables, so a variable counts
+// only at the top, below any flag on the command line.
 func pick(c *cli.Context, name string) *cli.Context {
 	for _, x := range c.Lineage() {
 		if x.IsSet(name) {

@@ -74,6 +74,9 @@ func (r *runner) run(ctx context.Context) error {
 	r.log.Info("starting", "election", r.rc.election, "id", r.rc.id, "ttl", r.rc.timing.TTL,
 		"kill_timeout", r.rc.timing.KillTimeout, "fence_margin", r.rc.timing.FenceMargin,
 		"outage_tolerance", r.rc.timing.OutageTolerance())
+	if !r.rc.killSet && r.rc.timing.KillTimeout != campaign.DefaultKillTimeout {
+		r.log.Info("kill timeout shortened to TTL/4 so the fence fits the TTL", "kill_timeout", r.rc.timing.KillTimeout, "ttl", r.rc.timing.TTL)
+	}
 	for {
 		term, err := r.campaign(ctx)
 		switch {
