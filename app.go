@@ -30,7 +30,11 @@ func newApp(args []string) *cli.App {
 		Flags:   connectionFlags(),
 		Commands: []*cli.Command{
 			runCommand(args),
+			statusCommand(),
+			resignCommand(),
+			completionCommand(),
 		},
+		EnableBashCompletion: true,
 		// Errors come back to realMain, which prints one line and exits once.
 		ExitErrHandler:  func(*cli.Context, error) {},
 		OnUsageError:    usageError,

@@ -25,12 +25,19 @@ type runConfig struct {
 	conn         connConfig
 	election     string
 	prefix       string // election prefix P, without trailing slash
+	resignKey    string
 	id           string
 	timing       campaign.Timing
 	killSet      bool // --kill-timeout was given
 	killSignal   syscall.Signal
 	wait         time.Duration
 	conflictCode int
+	once         bool
+	noWait       bool
+	holdAtLeast  time.Duration
+	timeout      time.Duration
+	restart      string // never, on-failure, always
+	statusAddr   string
 	path         string   // resolved COMMAND
 	argv         []string // COMMAND and ARGS as given
 	logLevel     string
@@ -68,6 +75,7 @@ func parseRunConfig(c *cli.Context, raw []string) (runConfig, error) {
 		prefix += "/"
 	}
 	rc.prefix = prefix + rc.election
+	rc.resignKey = resignKey(rc.prefix)
 	if rc.id = c.String(flagID); rc.id == "" {
 		host, _ := os.Hostname()
 		rc.id = fmt.Sprintf("%s/%d", host, os.Getpid())
@@ -90,9 +98,39 @@ func parseRunConfig(c *cli.Context, raw []string) (runConfig, error) {
 	if rc.conflictCode = c.Int(flagConflictCode); rc.conflictCode < 0 || rc.conflictCode > 255 {
 		return rc, fmt.Errorf("--conflict-exit-code %d is not an exit code: use 0 to 255", rc.conflictCode)
 	}
+	if err := parseCronOptions(c, &rc); err != nil {
+		return rc, err
+	}
 	rc.path, err = resolveCommand(rc.argv[0])
 	return rc, err
 }
+
+// parseCronOptions reads the options that decide when a run ends.
+func parseCronOptions(c *cli.Context, rc *runConfig) error {
+	rc.once, rc.noWait = c.Bool(flagOnce), c.Bool(flagNoWait)
+	rc.holdAtLeast, rc.timeout = c.Duration(flagHoldAtLeast), c.Duration(flagTimeout)
+	rc.restart, rc.statusAddr = c.String(flagRestart), c.String(flagStatusAddr)
+	switch {
+	case rc.restart != "never" && rc.restart != "on-failure" && rc.restart != "always":
+		return fmt.Errorf("--restart %q is not a policy: use never, on-failure or always", rc.restart)
+	case rc.once && rc.restart != "never":
+		return fmt.Errorf("--once runs the command at most once, --restart %s again: give one of them", rc.restart)
+	case rc.noWait && rc.wait > 0:
+		return errors.New("--no-wait and --wait contradict each other: give one of them")
+	case rc.holdAtLeast < 0 || rc.timeout < 0:
+		return errors.New("--hold-at-least and --timeout must not be negative")
+	}
+	if rc.statusAddr != "" {
+		if _, _, err := net.SplitHostPort(rc.statusAddr); err != nil {
+			return fmt.Errorf("--status-addr %q is not HOST:PORT: use e.g. 127.0.0.1:9090", rc.statusAddr)
+		}
+	}
+	return nil
+}
+
+// resignKey is where `etcdlead resign` asks a leader to step down: outside
+// the candidates' prefix P/, so it is never mistaken for a candidate.
+func resignKey(electionPrefix string) string { return electionPrefix + ".resign" }
 
 // commandArgs returns what follows "--". Without "--", a command's own flags
 // could be taken for etcdlead's, so it is required.

@@ -31,6 +31,14 @@ const (
 	flagFenceMargin  = "fence-margin"
 	flagWait         = "wait"
 	flagConflictCode = "conflict-exit-code"
+	flagOnce         = "once"
+	flagNoWait       = "no-wait"
+	flagHoldAtLeast  = "hold-at-least"
+	flagTimeout      = "timeout"
+	flagRestart      = "restart"
+	flagStatusAddr   = "status-addr"
+	flagJSON         = "json"
+	flagForce        = "force"
 )
 
 // Environment variables. Those that a child is also given (DESIGN.md) are
@@ -56,6 +64,12 @@ const (
 	envFenceMargin  = "ETCDLEAD_FENCE_MARGIN"
 	envWait         = "ETCDLEAD_WAIT"
 	envConflictCode = "ETCDLEAD_CONFLICT_EXIT_CODE"
+	envOnce         = "ETCDLEAD_ONCE"
+	envNoWait       = "ETCDLEAD_NO_WAIT"
+	envHoldAtLeast  = "ETCDLEAD_HOLD_AT_LEAST"
+	envTimeout      = "ETCDLEAD_TIMEOUT"
+	envRestart      = "ETCDLEAD_RESTART"
+	envStatusAddr   = "ETCDLEAD_STATUS_ADDR"
 
 	envEtcdctlEndpoints = "ETCDCTL_ENDPOINTS"
 	envEtcdctlCACert    = "ETCDCTL_CACERT"
@@ -141,7 +155,27 @@ func runFlags() []cli.Flag {
 			Usage: "how long before the lease could expire the child must be dead (default max(250ms, TTL/20))"},
 		&cli.DurationFlag{Name: flagWait, EnvVars: []string{envWait}, Usage: "give up if not leading after this long (default: wait for ever)"},
 		&cli.IntFlag{Name: flagConflictCode, Value: exitConflict, EnvVars: []string{envConflictCode},
-			Usage: "exit code when --wait ends while another candidate leads"},
+			Usage: "exit code when --wait or --no-wait ends while another candidate leads"},
+		&cli.BoolFlag{Name: flagOnce, EnvVars: []string{envOnce},
+			Usage: "run the command at most once: if leadership is lost, stop it and exit 76"},
+		&cli.BoolFlag{Name: flagNoWait, EnvVars: []string{envNoWait},
+			Usage: "like flock -n: exit 75 at once if another candidate leads"},
+		&cli.DurationFlag{Name: flagHoldAtLeast, EnvVars: []string{envHoldAtLeast},
+			Usage: "keep leadership this long after winning, even if the command ends sooner (cron singletons)"},
+		&cli.DurationFlag{Name: flagTimeout, EnvVars: []string{envTimeout},
+			Usage: "stop the command after this long and exit 124, like timeout(1)"},
+		&cli.StringFlag{Name: flagRestart, Value: "never", EnvVars: []string{envRestart},
+			Usage: "never, on-failure or always: campaign again after the command exits"},
+		&cli.StringFlag{Name: flagStatusAddr, EnvVars: []string{envStatusAddr},
+			Usage: "serve /healthz, /leader, /status and /metrics over HTTP on HOST:PORT"},
+	}, withEnv(connectionFlagSet(), false)...)
+}
+
+// electionFlags are those of the operator commands (status, resign).
+func electionFlags() []cli.Flag {
+	return append([]cli.Flag{
+		&cli.StringFlag{Name: flagElection, EnvVars: []string{envElection}, Usage: "election name"},
+		&cli.StringFlag{Name: flagPrefix, Value: defaultPrefix, EnvVars: []string{envPrefix}, Usage: "key prefix of all elections"},
 	}, withEnv(connectionFlagSet(), false)...)
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"syscall"
 	"time"
 
@@ -24,24 +23,38 @@ const stableTerm = time.Minute
 var errStopped = errors.New("stopped by signal")
 
 type runner struct {
-	rc     runConfig
-	log    hclog.Logger
-	client *clientv3.Client
-	camp   *campaign.Campaigner
-	sigs   *signals.Catcher
+	rc      runConfig
+	log     hclog.Logger
+	client  *clientv3.Client
+	camp    *campaign.Campaigner
+	sigs    *signals.Catcher
+	mon     *monitor
+	closers []func()
 }
 
 func newRunner(rc runConfig) (*runner, error) {
 	// Caught first, so that a stop signal during the first dial already
 	// counts (a `systemctl stop` of a campaigning etcdlead ends it at once).
-	sigs := signals.Catch()
-	log := newLogger(rc.logLevel, rc.logJSON)
+	r := &runner{rc: rc, sigs: signals.Catch(), log: newLogger(rc.logLevel, rc.logJSON)}
+	r.closers = append(r.closers, r.sigs.Stop)
+	r.mon = newMonitor(rc, sdNotify)
+	if rc.statusAddr != "" {
+		stop, err := serveStatus(rc.statusAddr, r.mon)
+		if err != nil {
+			r.close()
+			return nil, err
+		}
+		r.closers = append(r.closers, stop)
+	}
+	r.closers = append(r.closers, watchdog(r.mon.healthy))
 	client, err := newClient(rc.conn)
 	if err != nil {
-		sigs.Stop()
-		return nil, withCode(exitFailure, err)
+		r.close()
+		return nil, err
 	}
-	camp, err := campaign.New(campaign.Config{
+	r.client = client
+	r.closers = append(r.closers, func() { client.Close() })
+	r.camp, err = campaign.New(campaign.Config{
 		Client:         client,
 		Prefix:         rc.prefix,
 		ID:             rc.id,
@@ -49,23 +62,27 @@ func newRunner(rc runConfig) (*runner, error) {
 		Guard:          rc.timing.KillTimeout + rc.timing.FenceMargin,
 		RequestTimeout: rc.conn.dialTimeout,
 		Now:            supervisor.Now,
-		Logger:         log.Named("campaign"),
+		Logger:         r.log.Named("campaign"),
+		NoWait:         rc.noWait,
+		ResignKey:      rc.resignKey,
+		Observer:       r.mon,
 	})
 	if err != nil {
-		client.Close()
-		sigs.Stop()
-		return nil, withCode(exitFailure, err)
+		r.close()
+		return nil, err
 	}
-	return &runner{rc: rc, log: log, client: client, camp: camp, sigs: sigs}, nil
+	return r, nil
 }
 
 func (r *runner) close() {
-	r.sigs.Stop()
-	r.client.Close()
+	for i := len(r.closers) - 1; i >= 0; i-- {
+		r.closers[i]()
+	}
+	r.closers = nil
 }
 
-// run is the term loop (DESIGN.md step 10): campaign, lead, and on a lost
-// leadership back off and campaign again.
+// run is the term loop (DESIGN.md step 10): campaign, lead, and unless the
+// options say to exit, back off and campaign again.
 func (r *runner) run(ctx context.Context) error {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = 500 * time.Millisecond
@@ -77,24 +94,18 @@ func (r *runner) run(ctx context.Context) error {
 	if !r.rc.killSet && r.rc.timing.KillTimeout != campaign.DefaultKillTimeout {
 		r.log.Info("kill timeout shortened to TTL/4 so the fence fits the TTL", "kill_timeout", r.rc.timing.KillTimeout, "ttl", r.rc.timing.TTL)
 	}
+	r.mon.notify("STATUS=connecting to etcd")
 	for {
 		term, err := r.campaign(ctx)
-		switch {
-		case errors.Is(err, errStopped):
-			return nil
-		case err != nil && campaign.Permanent(err):
-			return failf("%v", err)
-		case err != nil && errors.Is(err, campaign.ErrNotLeader):
-			return withCode(r.rc.conflictCode, fmt.Errorf("not leader after --wait %s: another candidate leads %s", r.rc.wait, r.rc.prefix))
-		case err != nil && r.rc.wait > 0 && errors.Is(err, context.DeadlineExceeded):
-			return failf("etcd at %v unreachable for --wait %s: %v", r.rc.conn.endpoints, r.rc.wait, err)
-		case err != nil:
-			r.log.Warn("campaign failed", "error", err, "endpoints", r.rc.conn.endpoints)
-		default:
-			started := time.Now()
-			done, err := r.lead(term)
-			if done {
+		if err != nil {
+			if done, err := r.campaignFailed(err); done {
 				return err
+			}
+		} else {
+			started := time.Now()
+			end := r.lead(term)
+			if end.exit {
+				return end.err
 			}
 			if time.Since(started) > stableTerm {
 				b.Reset()
@@ -106,9 +117,33 @@ func (r *runner) run(ctx context.Context) error {
 	}
 }
 
+// campaignFailed decides whether a failed campaign ends etcdlead.
+func (r *runner) campaignFailed(err error) (bool, error) {
+	switch {
+	case errors.Is(err, errStopped):
+		return true, nil
+	case campaign.Permanent(err):
+		return true, failf("%v", err)
+	case errors.Is(err, campaign.ErrNotLeader):
+		opt := "--no-wait"
+		if !r.rc.noWait {
+			opt = "--wait " + r.rc.wait.String()
+		}
+		r.log.Info("not leader; giving up", "option", opt, "exit_code", r.rc.conflictCode)
+		return true, withCode(r.rc.conflictCode, fmt.Errorf("not leader (%s): another candidate leads %s", opt, r.rc.prefix))
+	case r.rc.noWait:
+		return true, failf("etcd at %v not reached within --dial-timeout %s (--no-wait): %v", r.rc.conn.endpoints, r.rc.conn.dialTimeout, err)
+	case r.rc.wait > 0 && errors.Is(err, context.DeadlineExceeded):
+		return true, failf("etcd at %v unreachable for --wait %s: %v", r.rc.conn.endpoints, r.rc.wait, err)
+	}
+	r.log.Warn("campaign failed", "error", err, "endpoints", r.rc.conn.endpoints)
+	return false, nil
+}
+
 // pause waits out a backoff; a stop signal ends it.
 func (r *runner) pause(d time.Duration) error {
 	r.log.Info("backing off", "delay", d)
+	r.mon.setRole(roleBackingOff)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for {
@@ -135,8 +170,13 @@ type campaignResult struct {
 func (r *runner) campaign(ctx context.Context) (*campaign.Term, error) {
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if r.rc.wait > 0 {
+	switch {
+	case r.rc.wait > 0:
 		cctx, cancel = context.WithTimeout(cctx, r.rc.wait)
+		defer cancel()
+	case r.rc.noWait:
+		// One attempt, bounded like every attempt by --dial-timeout.
+		cctx, cancel = context.WithTimeout(cctx, r.rc.conn.dialTimeout)
 		defer cancel()
 	}
 	res := make(chan campaignResult, 1)
@@ -149,100 +189,21 @@ func (r *runner) campaign(ctx context.Context) (*campaign.Term, error) {
 		case x := <-res:
 			return x.term, x.err
 		case s := <-r.sigs.C:
+			sig := s.(syscall.Signal)
 			switch signals.Classify(s) {
 			case signals.Stop:
-				r.log.Info("stop signal while campaigning; exiting", "signal", signals.Name(s.(syscall.Signal)))
+				r.log.Info("stop signal while campaigning; exiting", "signal", signals.Name(sig))
+				r.mon.setRole(roleStopping)
 				cancel()
 				if x := <-res; x.term != nil {
 					x.term.Revoke()
 				}
 				return nil, errStopped
 			case signals.Ignore:
-				r.log.Info("signal ignored: a stopped supervisor would lose its lease", "signal", signals.Name(s.(syscall.Signal)))
-			default:
-				r.log.Info("signal ignored: no child runs", "signal", signals.Name(s.(syscall.Signal)))
-			}
-		}
-	}
-}
-
-// lead runs the child for one term and ends the term. done says whether
-// etcdlead should exit with err (the child's own end, a stop signal, a
-// command that cannot run); otherwise leadership was lost and the loop
-// campaigns again.
-func (r *runner) lead(term *campaign.Term) (done bool, err error) {
-	defer term.Revoke() // only after the child's whole group is gone
-	child, err := supervisor.Start(supervisor.Spec{
-		Path: r.rc.path, Argv: r.rc.argv, Env: childEnv(os.Environ(), r.rc, term),
-		KillSignal: r.rc.killSignal, KillTimeout: r.rc.timing.KillTimeout, FenceMargin: r.rc.timing.FenceMargin,
-		Deadline: term.Deadline(), LogLevel: r.rc.logLevel, LogJSON: r.rc.logJSON,
-	}, r.log.Named("supervisor"))
-	var execErr *supervisor.ExecError
-	if errors.As(err, &execErr) {
-		return true, withCode(execErr.Code, execErr)
-	}
-	if err != nil {
-		return true, failf("%v", err)
-	}
-	r.log.Info("child started", "pid", child.Pid(), "rev", term.Rev)
-
-	hctx, hcancel := context.WithCancel(context.Background())
-	defer hcancel()
-	held := make(chan error, 1)
-	go func() { held <- term.Hold(hctx, child.SetDeadline) }()
-
-	var lost error
-	stopSignal := syscall.Signal(0)
-	for {
-		select {
-		case s := <-r.sigs.C:
-			sig := s.(syscall.Signal)
-			switch signals.Classify(s) {
-			case signals.Stop:
-				if stopSignal != 0 {
-					r.log.Warn("second stop signal: killing the child's group", "signal", signals.Name(sig))
-					child.Kill()
-					continue
-				}
-				stopSignal = sig
-				r.log.Info("child stopping", "signal", signals.Name(sig), "kill_timeout", r.rc.timing.KillTimeout)
-				child.Stop(sig)
-			case signals.Forward:
-				r.log.Debug("forwarding signal", "signal", signals.Name(sig))
-				child.Signal(sig)
-			case signals.Ignore:
 				r.log.Info("signal ignored: a stopped supervisor would lose its lease", "signal", signals.Name(sig))
+			default:
+				r.log.Info("signal ignored: no child runs", "signal", signals.Name(sig))
 			}
-		case err := <-held:
-			held = nil
-			if stopSignal == 0 && lost == nil {
-				lost = err
-				r.log.Warn("leadership lost; child stopping", "reason", err, "signal", signals.Name(r.rc.killSignal))
-				child.Stop(r.rc.killSignal)
-			}
-		case <-child.Done():
-			hcancel()
-			if held != nil {
-				<-held
-			}
-			res := child.Result()
-			r.log.Info("child exited", "status", res.Code, "reason", res.Reason)
-			return r.outcome(res, stopSignal, lost)
 		}
 	}
-}
-
-func (r *runner) outcome(res supervisor.Result, stopSignal syscall.Signal, lost error) (bool, error) {
-	switch {
-	case stopSignal != 0:
-		return true, withCode(res.Code, nil)
-	case res.Reason == supervisor.ReasonFenced:
-		r.log.Warn("fence fired: the lease could not be renewed in time")
-		return false, nil
-	case lost != nil:
-		return false, nil
-	case res.Reason == supervisor.ReasonKeeperLost:
-		return true, failf("the keeper process died; the child's group was killed")
-	}
-	return true, withCode(res.Code, nil)
 }

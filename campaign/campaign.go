@@ -28,6 +28,26 @@ type Config struct {
 	// (CLOCK_BOOTTIME); deadlines are points on it.
 	Now    func() time.Duration
 	Logger hclog.Logger
+	// NoWait makes Campaign give up with ErrNotLeader, instead of queueing,
+	// when another candidate is ahead.
+	NoWait bool
+	// ResignKey, when set, is watched while leading: a put whose value is
+	// this term's key asks the leader to step down (Hold returns ErrResigned).
+	ResignKey string
+	// Observer, when set, hears about renewals and barrier waits (metrics).
+	Observer Observer
+}
+
+// Observer receives events for metrics and health reports. Its methods are
+// called from the campaign's goroutines and must not block.
+type Observer interface {
+	// Renewed reports one renewal attempt, leader's or waiter's.
+	Renewed(latency time.Duration, err error)
+	// BarrierWait reports that a predecessor's lease outlived its key.
+	BarrierWait()
+	// Queued reports that this candidate's key is in etcd: connected and
+	// campaigning.
+	Queued(key string)
 }
 
 // Campaigner runs terms for one candidate. It is safe to use from one
@@ -80,6 +100,12 @@ func (c *Campaigner) Campaign(ctx context.Context) (*Term, error) {
 	preds, rev, err := t.enqueue(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if o := c.cfg.Observer; o != nil {
+		o.Queued(t.Key)
+	}
+	if c.cfg.NoWait && len(preds) > 0 {
+		return nil, fmt.Errorf("%w: %s is ahead", ErrNotLeader, preds[0].key)
 	}
 	if err := t.wait(ctx, preds, rev); err != nil {
 		return nil, err

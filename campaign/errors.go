@@ -15,6 +15,8 @@ var (
 	// ErrNotLeader is returned when the caller's context ended while another
 	// candidate still led.
 	ErrNotLeader = errors.New("another candidate leads")
+	// ErrResigned is an operator's request to step down (etcdlead resign).
+	ErrResigned = errors.New("resign requested")
 )
 
 // Permanent reports errors that a retry cannot mend: credentials and

@@ -9,8 +9,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Hold keeps the leadership (DESIGN.md steps 6-7) until it is lost or ctx
-// ends. It renews every r = min(T/10, 1s), each attempt bounded by r, and
+// Hold keeps the leadership (DESIGN.md steps 6-7) until it is lost, a resign
+// is requested (ErrResigned), or ctx ends. It renews every r = min(T/10, 1s), each attempt bounded by r, and
 // calls onRenew with each new deadline; it watches the key for deletion and
 // re-reads it every T/3 in case the watch stalled silently. It returns an
 // error wrapping ErrKeyDeleted or ErrLeaseLost when leadership is lost, or
@@ -22,6 +22,9 @@ func (t *Term) Hold(ctx context.Context, onRenew func(deadline time.Duration)) e
 	go func() { cancel(t.renewLoop(ctx, onRenew)) }()
 	go func() { cancel(t.watchKey(ctx)) }()
 	go func() { cancel(t.rereadLoop(ctx)) }()
+	if t.c.cfg.ResignKey != "" {
+		go func() { cancel(t.watchResign(ctx)) }()
+	}
 	<-ctx.Done()
 	return context.Cause(ctx)
 }
@@ -130,4 +133,53 @@ func (t *Term) check(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("re-read: %w", ErrKeyDeleted)
 	}
 	return rev, nil
+}
+
+// watchResign ends the term when `etcdlead resign` names this term's key in
+// the resign-request key. The request names a key, not an id, so a request
+// meant for an earlier leader can never make a later one step down.
+func (t *Term) watchResign(ctx context.Context) error {
+	rev := t.watchRev
+	for {
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		wch := t.c.cfg.Client.Watch(wctx, t.c.cfg.ResignKey, clientv3.WithRev(rev+1), clientv3.WithFilterDelete())
+		for resp := range wch {
+			if err := resp.Err(); err != nil {
+				break
+			}
+			for _, ev := range resp.Events {
+				if string(ev.Kv.Value) == t.Key {
+					cancel()
+					t.c.log.Info("resign requested", "key", t.Key)
+					return ErrResigned
+				}
+			}
+			rev = max(rev, resp.Header.Revision)
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// Compacted or interrupted: a request put meanwhile is still the
+		// key's current value.
+		var requested bool
+		err := retry(ctx, func() error {
+			rctx, rcancel := t.c.requestCtx(ctx)
+			defer rcancel()
+			resp, err := t.c.cfg.Client.Get(rctx, t.c.cfg.ResignKey)
+			if err != nil {
+				return err
+			}
+			requested = len(resp.Kvs) > 0 && string(resp.Kvs[0].Value) == t.Key
+			rev = resp.Header.Revision
+			return nil
+		})
+		if err != nil {
+			return ctx.Err()
+		}
+		if requested {
+			t.c.log.Info("resign requested", "key", t.Key)
+			return ErrResigned
+		}
+	}
 }

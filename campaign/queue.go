@@ -189,6 +189,9 @@ func (t *Term) barrier(ctx context.Context, unresolved map[clientv3.LeaseID]pred
 				break
 			}
 			if !logged {
+				if o := t.c.cfg.Observer; o != nil {
+					o.BarrierWait()
+				}
 				t.c.log.Info("waiting for predecessor lease to end", "key", p.key, "lease", fmt.Sprintf("%x", int64(id)))
 				logged = true
 			}

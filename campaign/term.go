@@ -47,6 +47,9 @@ func (t *Term) renewOnce(ctx context.Context, timeout time.Duration) error {
 	defer cancel()
 	sent := t.c.cfg.Now()
 	resp, err := t.c.cfg.Client.KeepAliveOnce(rctx, t.Lease)
+	if o := t.c.cfg.Observer; o != nil && ctx.Err() == nil {
+		o.Renewed(t.c.cfg.Now()-sent, err)
+	}
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return fmt.Errorf("renewal: %w", ErrLeaseLost)
 	}
