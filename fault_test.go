@@ -108,7 +108,9 @@ func TestFrozenSupervisorIsFenced(t *testing.T) {
 // successor waits for the old lease, which the old leader revokes only once
 // its child is gone).
 func TestDeletedKeyStopsOldChildFirst(t *testing.T) {
-	cluster, e, _, c1, c2 := leaderPair(t, fast)
+	// The old child ignores SIGTERM, so it lives on for the kill timeout
+	// (1.5s) after the delete: the successor must see a live lease.
+	cluster, e, _, c1, c2 := leaderPair(t, slow, "-ignore-term")
 	cli := cluster.Client(t)
 	key, _ := leaseOf(t, cli, e.prefix, "c1")
 	if _, err := cli.Delete(ctxT(t), key); err != nil {
