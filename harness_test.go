@@ -226,6 +226,9 @@ func (e *env) start(name string, flags []string, command []string, extraEnv ...s
 		e.t.Fatal(err)
 	}
 	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
+	// A test binary that dies (a timeout, a kill) takes its candidates with
+	// it; their keepers then stop the probes.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	c := &candidate{name: name, cmd: cmd, out: newLines(stdoutR), log: newLines(stderrR), done: make(chan struct{})}
 	err = cmd.Start()
 	stdoutW.Close()
