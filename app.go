@@ -4,6 +4,8 @@ import (
 	"runtime/debug"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/etcdlead/etcdlead/supervisor"
 )
 
 // version is set at build time with -ldflags "-X main.version=..."; else the
@@ -67,6 +69,9 @@ func runCommand(raw []string) *cli.Command {
 }
 
 func runAction(c *cli.Context, raw []string) error {
+	if err := supervisor.Supported(); err != nil {
+		return failf("%v", err)
+	}
 	cfg, err := parseRunConfig(c, raw)
 	if err != nil {
 		return err // 125 unless it carries its own code (126, 127)

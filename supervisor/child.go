@@ -66,6 +66,9 @@ type Child struct {
 // Start launches the keeper, which starts the child. It returns once the child
 // runs, or with an *ExecError when it could not be executed.
 func Start(spec Spec, log hclog.Logger) (*Child, error) {
+	if err := Supported(); err != nil {
+		return nil, err
+	}
 	ctrlR, ctrlW, err := os.Pipe()
 	if err != nil {
 		return nil, err

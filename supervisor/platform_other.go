@@ -1,0 +1,31 @@
+//go:build !linux
+
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+)
+
+// KeeperArg is argv[1] of the hidden keeper mode of the etcdlead binary.
+const KeeperArg = "__etcdlead_keeper"
+
+// ErrUnsupported: the promise rests on Linux features (a child subreaper,
+// parent-death signals, CLOCK_BOOTTIME), so elsewhere etcdlead does not run.
+var ErrUnsupported = errors.New("etcdlead keeps its promise only on Linux; this platform is not supported")
+
+var start = time.Now()
+
+// Now is a monotonic reading; without CLOCK_BOOTTIME it stops during suspend.
+func Now() time.Duration { return time.Since(start) }
+
+// RunKeeper refuses: see ErrUnsupported.
+func RunKeeper([]string) int {
+	fmt.Fprintln(os.Stderr, "etcdlead:", ErrUnsupported)
+	return 125
+}
+
+// Supported reports whether this platform keeps the promise: it does not.
+func Supported() error { return ErrUnsupported }
