@@ -18,7 +18,7 @@ func childEnv(environ []string, rc runConfig, t *campaign.Term) []string {
 		name, val, _ := strings.Cut(kv, "=")
 		switch {
 		case strings.HasSuffix(name, "_PASSWORD"),
-			name == envEtcdctlUser && strings.Contains(val, ":"),
+			(name == envEtcdctlUser || name == envUser) && strings.Contains(val, ":"),
 			name == envElection, name == envPrefix,
 			name == envName, name == envKeyTo, name == envRev, name == envLease, name == envID, name == envEndpoints:
 			continue

@@ -2,14 +2,20 @@ package main
 
 import (
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 )
 
 // keepAliveTime is etcd's smallest accepted gRPC ping interval (its
@@ -20,6 +26,12 @@ const (
 	keepAliveTimeout = 3 * time.Second
 )
 
+// newClient returns a client that has not talked to etcd yet: it fails only
+// on bad configuration, never because etcd is unreachable, so the campaign
+// loop decides what an outage means. Refusals that a retry cannot mend (a
+// certificate that does not verify, a wrong password, a missing permission)
+// come back from requests as errors that campaign.Permanent recognises,
+// with one line that names the fix.
 func newClient(cc connConfig) (*clientv3.Client, error) {
 	cfg := clientv3.Config{
 		Endpoints:            cc.endpoints,
@@ -27,16 +39,32 @@ func newClient(cc connConfig) (*clientv3.Client, error) {
 		DialKeepAliveTime:    keepAliveTime,
 		DialKeepAliveTimeout: keepAliveTimeout,
 		PermitWithoutStream:  true,
-		Username:             cc.user,
-		Password:             cc.password,
 		// The client's own logs would duplicate ours, at best.
 		Logger: zap.NewNop(),
 	}
+	var unary []grpc.UnaryClientInterceptor
+	var stream []grpc.StreamClientInterceptor
 	tlsCfg, err := tlsConfig(cc)
 	if err != nil {
 		return nil, err
 	}
-	cfg.TLS = tlsCfg
+	if tlsCfg != nil {
+		g := newTLSGuard(cc)
+		cfg.DialOptions = append(cfg.DialOptions, grpc.WithTransportCredentials(g.creds(credentials.NewTLS(tlsCfg))))
+		unary = append(unary, g.unary)
+	}
+	if cc.user != "" {
+		if cc.password == "" {
+			return nil, fmt.Errorf("user %q has no password: give --password-file, set %s or %s, or use --user user:password",
+				cc.user, envPassword, envEtcdctlPassword)
+		}
+		a := newTokenAuth(cc.user, cc.password)
+		unary = append(unary, a.unary)
+		stream = append(stream, a.stream)
+	}
+	unary = append(unary, explainRefusals(cc.user))
+	cfg.DialOptions = append(cfg.DialOptions,
+		grpc.WithChainUnaryInterceptor(unary...), grpc.WithChainStreamInterceptor(stream...))
 	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("etcd client: %w", err)
@@ -44,24 +72,94 @@ func newClient(cc connConfig) (*clientv3.Client, error) {
 	return cli, nil
 }
 
+// tlsConfig is nil when etcd is reached in plain text. It checks what can be
+// checked before dialling, so a bad file or an expired client certificate
+// is named at once.
 func tlsConfig(cc connConfig) (*tls.Config, error) {
-	if cc.caCert == "" && cc.cert == "" && !cc.insecureTLS {
+	https := false
+	for _, e := range cc.endpoints {
+		https = https || strings.HasPrefix(e, "https://")
+	}
+	given := cc.caCert != "" || cc.cert != "" || cc.insecureTLS
+	if !https && !given {
 		return nil, nil
 	}
-	for _, f := range []string{cc.caCert, cc.cert, cc.key} {
-		if f == "" {
-			continue
+	for _, e := range cc.endpoints {
+		if strings.HasPrefix(e, "http://") {
+			return nil, fmt.Errorf("endpoint %s is plain http, but TLS is asked for: use https://%s", e, strings.TrimPrefix(e, "http://"))
 		}
-		if _, err := os.Stat(f); err != nil {
-			return nil, fmt.Errorf("TLS file: %v", err)
+	}
+	if cc.caCert != "" {
+		if err := checkCA(cc.caCert); err != nil {
+			return nil, err
+		}
+	}
+	if cc.cert != "" {
+		if err := checkClientCert(cc.cert, cc.key, time.Now()); err != nil {
+			return nil, err
 		}
 	}
 	info := transport.TLSInfo{TrustedCAFile: cc.caCert, CertFile: cc.cert, KeyFile: cc.key, InsecureSkipVerify: cc.insecureTLS}
+	if !given {
+		return &tls.Config{MinVersion: tls.VersionTLS12}, nil // the system's CAs
+	}
 	cfg, err := info.ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("TLS configuration: %v", err)
 	}
 	return cfg, nil
+}
+
+func checkCA(file string) error {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("--cacert: %v", pathErr(err))
+	}
+	for {
+		var block *pem.Block
+		block, b = pem.Decode(b)
+		if block == nil {
+			return fmt.Errorf("--cacert %s holds no PEM certificate: give the CA certificate that signed etcd's", file)
+		}
+		if block.Type == "CERTIFICATE" {
+			if _, err := x509.ParseCertificate(block.Bytes); err != nil {
+				return fmt.Errorf("--cacert %s: %v", file, err)
+			}
+			return nil
+		}
+	}
+}
+
+// checkClientCert loads the pair as the TLS stack will, and refuses a
+// certificate outside its validity period: etcd would refuse it anyway,
+// with a less helpful alert.
+func checkClientCert(certFile, keyFile string, now time.Time) error {
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return fmt.Errorf("--cert %s and --key %s: %v: give a PEM certificate and the key that belongs to it", certFile, keyFile, pathErr(err))
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return fmt.Errorf("--cert %s: %v", certFile, err)
+	}
+	const layout = "2006-01-02 15:04:05 MST"
+	switch {
+	case now.After(leaf.NotAfter):
+		return fmt.Errorf("client certificate --cert %s expired at %s: renew it", certFile, leaf.NotAfter.UTC().Format(layout))
+	case now.Before(leaf.NotBefore):
+		return fmt.Errorf("client certificate --cert %s is not valid before %s: check this machine's clock", certFile, leaf.NotBefore.UTC().Format(layout))
+	}
+	return nil
+}
+
+// pathErr drops the operation from a file error: "open x: no such file"
+// reads as "x: no such file".
+func pathErr(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %v", pe.Path, pe.Err)
+	}
+	return err
 }
 
 func newLogger(level string, json bool) hclog.Logger {

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlead/etcdlead/campaign"
+	"github.com/etcdlead/etcdlead/internal/etcdtest"
+)
+
+const (
+	rootPassword  = "root-Pw-7f3a"
+	alicePassword = "alice-Pw-9q#Z!k2" // appears nowhere but in etcd and the sources under test
+)
+
+// startAuthEtcd starts etcd with auth enabled and a user alice whose role
+// may read and write only election "reports": the prefix etcdlead/reports/
+// and the resign-request key etcdlead/reports.resign, as the README's
+// "Running against a secured etcd" sets them up. It returns the cluster and
+// a root client.
+func startAuthEtcd(t *testing.T) (*etcdtest.Cluster, *clientv3.Client) {
+	t.Helper()
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	c := cluster.Client(t)
+	ctx := ctxT(t)
+	steps := []func() error{
+		func() error { _, err := c.UserAdd(ctx, "root", rootPassword); return err },
+		func() error { _, err := c.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := c.RoleAdd(ctx, "etcdlead-reports"); return err },
+		func() error {
+			_, err := c.RoleGrantPermission(ctx, "etcdlead-reports", "etcdlead/reports/",
+				clientv3.GetPrefixRangeEnd("etcdlead/reports/"), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error {
+			_, err := c.RoleGrantPermission(ctx, "etcdlead-reports", "etcdlead/reports.resign", "",
+				clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := c.UserAdd(ctx, "alice", alicePassword); return err },
+		func() error { _, err := c.UserGrantRole(ctx, "alice", "etcdlead-reports"); return err },
+		func() error { _, err := c.AuthEnable(ctx); return err },
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			t.Fatalf("auth setup: %v", err)
+		}
+	}
+	cfg := etcdtest.ClientConfig(cluster.Endpoints()...)
+	cfg.Username, cfg.Password = "root", rootPassword
+	root, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	return cluster, root
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A user whose role covers one election leads it, whichever way its password
+// is given; the password reaches neither the logs (at trace level) nor the
+// child's environment. The same user on another election, a wrong password
+// and no user at all are each one line and 125 at once, with nothing left in
+// etcd.
+func TestAuthPasswordSourcesAndRefusals(t *testing.T) {
+	t.Parallel()
+	cluster, root := startAuthEtcd(t)
+	ep := "--endpoints=" + cluster.Endpoints()[0]
+	pwFile := writeFile(t, "password", alicePassword+"\n")
+	// The child prints its whole environment.
+	run := func(env []string, flags ...string) outcome {
+		args := append([]string{"run", ep, "--election=reports", "--ttl=2s", "--log-level=trace"}, flags...)
+		return runEtcdlead(t, env, append(args, "--", "env")...)
+	}
+	for _, tc := range []struct {
+		name  string
+		env   []string
+		flags []string
+	}{
+		{"--password-file", nil, []string{"--user=alice", "--password-file=" + pwFile}},
+		{"ETCDLEAD_PASSWORD", []string{"ETCDLEAD_PASSWORD=" + alicePassword}, []string{"--user=alice"}},
+		{"ETCDCTL_PASSWORD", []string{"ETCDCTL_USER=alice", "ETCDCTL_PASSWORD=" + alicePassword}, nil},
+		{"ETCDCTL_USER=user:password", []string{"ETCDCTL_USER=alice:" + alicePassword}, nil},
+		{"ETCDLEAD_USER=user:password", []string{"ETCDLEAD_USER=alice:" + alicePassword}, nil},
+		{"ETCDLEAD_PASSWORD_FILE", []string{"ETCDLEAD_USER=alice", "ETCDLEAD_PASSWORD_FILE=" + pwFile}, nil},
+	} {
+		o := run(tc.env, tc.flags...)
+		if o.code != 0 || !strings.Contains(o.stdout, "ETCDLEAD_NAME=reports\n") {
+			t.Fatalf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", tc.name, o.code, o.stdout, o.stderr)
+		}
+		if !strings.Contains(o.stderr, "[DEBUG] etcdlead.keeper: child started") {
+			t.Errorf("%s: no debug lines, so the log check proves less:\n%s", tc.name, o.stderr)
+		}
+		if strings.Contains(o.stdout, alicePassword) {
+			t.Errorf("%s: the child's environment holds the password:\n%s", tc.name, o.stdout)
+		}
+		if strings.Contains(o.stderr, alicePassword) {
+			t.Errorf("%s: the log holds the password:\n%s", tc.name, o.stderr)
+		}
+	}
+	nothingLeft(t, root, "etcdlead/")
+
+	line := run(nil, "--user=alice", "--password-file="+pwFile, "--election=other").failure(t, 125,
+		"permission denied", `etcd user "alice" may not use key "etcdlead/other/`,
+		`readwrite on prefix "etcdlead/other/" and on key "etcdlead/other.resign"`)
+	t.Logf("another election: %s", line)
+	nothingLeft(t, root, "etcdlead/")
+
+	wrong := "wrong-" + alicePassword
+	o := run([]string{"ETCDLEAD_PASSWORD=" + wrong}, "--user=alice")
+	line = o.failure(t, 125, `etcd refused user "alice"`, "authentication failed", "check --user and the password")
+	if strings.Contains(o.stderr, wrong) {
+		t.Errorf("the log holds the wrong password:\n%s", o.stderr)
+	}
+	t.Logf("wrong password: %s", line)
+	line = run(nil, "--user=alice").failure(t, 125, `user "alice" has no password`, "--password-file")
+	t.Logf("no password: %s", line)
+	line = run(nil).failure(t, 125, "etcd has authentication enabled", "give --user")
+	t.Logf("no user: %s", line)
+	line = runEtcdlead(t, nil, "resign", ep, "--election=other", "--user=alice", "--password-file="+pwFile).failure(t, 125,
+		"permission denied", `may not use key "etcdlead/other/"`)
+	t.Logf("resign of another election: %s", line)
+	nothingLeft(t, root, "etcdlead/")
+}
+
+// The whole life of an election under a role that covers only it: a leader,
+// a waiter that watches it and checks its lease, `etcdlead resign` through
+// the resign-request key, and the handover.
+func TestAuthRoleCoversWholeElection(t *testing.T) {
+	t.Parallel()
+	cluster, root := startAuthEtcd(t)
+	e := newEnv(t, cluster.Endpoints())
+	e.prefix = "etcdlead/"
+	pw := "--password-file=" + writeFile(t, "password", alicePassword)
+	flags := append([]string{"--election=reports", "--user=alice", pw}, fast...)
+	c1 := e.start("c1", flags, e.probe())
+	c1.out.waitFor(t, "c1", "ready", 0)
+	c2 := e.start("c2", flags, e.probe())
+	c2.log.waitFor(t, "c2", "waiting on predecessor", 0)
+	out, errs, code := e.etcdleadCmd("resign", "--election=reports", "--user=alice", pw)
+	if code != 0 || !strings.Contains(out, "c1 stepped down") {
+		t.Fatalf("resign as alice: exit %d, %q %q", code, out, errs)
+	}
+	c2.out.waitFor(t, "c2", "ready", 0)
+	c1.log.waitFor(t, "c1", "waiting on predecessor", 0)
+	stopAll(t, e, c1, c2)
+	for _, c := range []*candidate{c1, c2} {
+		for _, bad := range []string{"permission denied", "renewal failed", "campaign failed", alicePassword} {
+			if _, ok := c.log.find(bad); ok {
+				t.Errorf("%s logged %q:\n%s", c.name, bad, c.log)
+			}
+		}
+	}
+	nothingLeft(t, root, "etcdlead/")
+}
+
+// With a user, etcdlead started while etcd is down waits for it, as it does
+// without one: clientv3.New would log in at once and fail.
+func TestAuthEtcdDownAtStart(t *testing.T) {
+	t.Parallel()
+	cluster, _ := startAuthEtcd(t)
+	m := cluster.Member(0)
+	m.Stop(t)
+	e := newEnv(t, cluster.Endpoints())
+	e.prefix = "etcdlead/"
+	c := e.start("early", append([]string{"--election=reports", "--user=alice", "--dial-timeout=500ms"}, fast...),
+		e.probe(), "ETCDLEAD_PASSWORD="+alicePassword)
+	c.log.waitFor(t, "early", "campaign failed", 0)
+	m.RestartAs(t, "root", rootPassword)
+	c.out.waitFor(t, "early", "ready", 0)
+	c.signal(t, syscall.SIGTERM)
+	c.exit(t)
+}
+
+// The client logs in once, and again when etcd rejects the token: a
+// restarted etcd has forgotten its (simple) tokens.
+func TestAuthTokenRenewedWhenRejected(t *testing.T) {
+	t.Parallel()
+	cluster, _ := startAuthEtcd(t)
+	cli, err := newClient(connConfig{endpoints: cluster.Endpoints(), dialTimeout: 5 * time.Second,
+		user: "alice", password: alicePassword})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	get := func(when string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), safety)
+		defer cancel()
+		if _, err := cli.Get(ctx, "etcdlead/reports/x"); err != nil {
+			t.Fatalf("get %s: %v", when, err)
+		}
+	}
+	get("after the first login")
+	cluster.Member(0).RestartAs(t, "root", rootPassword)
+	get("after etcd restarted")
+}
+
+// Without etcd, a client with a user is still made, and a request fails as
+// an unreachable etcd does: retried, not permanent.
+func TestAuthClientDoesNotDialAtStart(t *testing.T) {
+	t.Parallel()
+	cli, err := newClient(connConfig{endpoints: []string{"127.0.0.1:1"}, dialTimeout: 200 * time.Millisecond,
+		user: "alice", password: alicePassword})
+	if err != nil {
+		t.Fatalf("newClient with etcd down: %v", err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err = cli.Get(ctx, "x")
+	if !errors.Is(err, context.DeadlineExceeded) || campaign.Permanent(err) {
+		t.Fatalf("get with etcd down: %v (permanent %v), want a deadline that is retried", err, campaign.Permanent(err))
+	}
+}

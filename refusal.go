@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// refusal is etcd saying no in a way that a retry cannot mend: a
+// certificate that does not verify, a wrong password, a missing permission.
+// Its message is the one line the user reads, naming the problem and the
+// fix. It carries a gRPC status, so campaign.Permanent stops at it, and
+// unwraps to etcd's own error, so errors.Is(err, rpctypes.ErrAuthFailed)
+// and the like still hold.
+type refusal struct {
+	code  codes.Code
+	msg   string
+	cause error
+}
+
+func (r *refusal) Error() string              { return r.msg }
+func (r *refusal) Unwrap() error              { return r.cause }
+func (r *refusal) GRPCStatus() *status.Status { return status.New(r.code, r.msg) }
+
+func refuse(code codes.Code, cause error, format string, args ...any) *refusal {
+	return &refusal{code: code, msg: fmt.Sprintf(format, args...), cause: cause}
+}
+
+// explainRefusals rewrites etcd's terse refusals of a request into lines
+// that name the key and the fix.
+func explainRefusals(user string) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		switch {
+		case isEtcdError(err, rpctypes.ErrGRPCPermissionDenied):
+			return denied(user, req, err)
+		case user == "" && isEtcdError(err, rpctypes.ErrGRPCUserEmpty):
+			return refuse(codes.Unauthenticated, rpctypes.Error(err),
+				"etcd has authentication enabled (%v): give --user and a password, or a client certificate whose CN is an etcd user",
+				rpctypes.ErrorDesc(err))
+		}
+		return err
+	}
+}
+
+// authFailed explains a rejected login. The password's source is named,
+// never the password.
+func authFailed(user string, err error) *refusal {
+	return refuse(codes.Unauthenticated, rpctypes.Error(err),
+		"etcd refused user %q (%v): check --user and the password (--password-file, %s, %s or %s=user:password)",
+		user, rpctypes.ErrorDesc(err), envPassword, envEtcdctlPassword, envEtcdctlUser)
+}
+
+// denied explains a permission error with the key it was about. Keys follow
+// DESIGN.md's layout, <prefix><election>/<lease>, so the election's prefix
+// is the key up to its last '/', and the resign-request key sits beside it.
+func denied(user string, req any, err error) *refusal {
+	who := "this client"
+	if user != "" {
+		who = fmt.Sprintf("etcd user %q", user)
+	}
+	key := requestKey(req)
+	if key == "" {
+		return refuse(codes.PermissionDenied, rpctypes.Error(err),
+			"permission denied: %s may not do this (%v): grant the user a role with readwrite on the election's prefix",
+			who, rpctypes.ErrorDesc(err))
+	}
+	prefix := key[:strings.LastIndex(key, "/")+1]
+	if p, ok := strings.CutSuffix(key, resignSuffix); ok {
+		prefix = p + "/"
+	}
+	return refuse(codes.PermissionDenied, rpctypes.Error(err),
+		"permission denied: %s may not use key %q (%v): grant the user a role with readwrite on prefix %q and on key %q",
+		who, key, rpctypes.ErrorDesc(err), prefix, strings.TrimSuffix(prefix, "/")+resignSuffix)
+}
+
+// resignSuffix follows resignKey.
+const resignSuffix = ".resign"
+
+// requestKey is the first key a request names, or "".
+func requestKey(req any) string {
+	switch r := req.(type) {
+	case *pb.RangeRequest:
+		return string(r.Key)
+	case *pb.PutRequest:
+		return string(r.Key)
+	case *pb.DeleteRangeRequest:
+		return string(r.Key)
+	case *pb.TxnRequest:
+		for _, c := range r.Compare {
+			return string(c.Key)
+		}
+		for _, op := range append(r.Success, r.Failure...) {
+			switch {
+			case op.GetRequestPut() != nil:
+				return string(op.GetRequestPut().Key)
+			case op.GetRequestRange() != nil:
+				return string(op.GetRequestRange().Key)
+			case op.GetRequestDeleteRange() != nil:
+				return string(op.GetRequestDeleteRange().Key)
+			}
+		}
+	}
+	return ""
+}
+
+func isEtcdError(err, target error) bool {
+	return err != nil && rpctypes.ErrorDesc(err) == rpctypes.ErrorDesc(target)
+}
