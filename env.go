@@ -13,6 +13,12 @@ import (
 // the child needs to know about its term (DESIGN.md, "The child's
 // environment").
 func childEnv(environ []string, rc runConfig, t *campaign.Term) []string {
+	return append(baseEnv(environ), termEnv(rc, t)...)
+}
+
+// baseEnv is the inherited part of the child's environment: known before
+// the term is won, so a standby keeper can carry it.
+func baseEnv(environ []string) []string {
 	out := make([]string, 0, len(environ)+6)
 	for _, kv := range environ {
 		name, val, _ := strings.Cut(kv, "=")
@@ -25,12 +31,17 @@ func childEnv(environ []string, rc runConfig, t *campaign.Term) []string {
 		}
 		out = append(out, kv)
 	}
-	return append(out,
-		envName+"="+rc.election,
-		envKeyTo+"="+t.Key,
-		envRev+"="+strconv.FormatInt(t.Rev, 10),
-		envLease+"="+fmt.Sprintf("%x", int64(t.Lease)),
-		envID+"="+rc.id,
-		envEndpoints+"="+strings.Join(rc.conn.endpoints, ","),
-	)
+	return out
+}
+
+// termEnv is what the child learns about its term.
+func termEnv(rc runConfig, t *campaign.Term) []string {
+	return []string{
+		envName + "=" + rc.election,
+		envKeyTo + "=" + t.Key,
+		envRev + "=" + strconv.FormatInt(t.Rev, 10),
+		envLease + "=" + fmt.Sprintf("%x", int64(t.Lease)),
+		envID + "=" + rc.id,
+		envEndpoints + "=" + strings.Join(rc.conn.endpoints, ","),
+	}
 }

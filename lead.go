@@ -35,11 +35,7 @@ type termState struct {
 func (r *runner) lead(term *campaign.Term) termEnd {
 	defer term.Revoke()
 	r.mon.elected(term.Key, term.Rev, int64(term.Lease))
-	child, err := supervisor.Start(supervisor.Spec{
-		Path: r.rc.path, Argv: r.rc.argv, Env: childEnv(os.Environ(), r.rc, term),
-		KillSignal: r.rc.killSignal, KillTimeout: r.rc.timing.KillTimeout, FenceMargin: r.rc.timing.FenceMargin,
-		Deadline: term.Deadline(), LogLevel: r.rc.logLevel, LogJSON: r.rc.logJSON,
-	}, r.log.Named("supervisor"))
+	child, err := r.startChild(term)
 	if err != nil {
 		r.mon.termEnded("start-failed")
 		var execErr *supervisor.ExecError
@@ -96,6 +92,19 @@ func (r *runner) lead(term *campaign.Term) termEnd {
 			return end
 		}
 	}
+}
+
+// startChild starts the child under the standby keeper if one waits for
+// this term, else under a fresh keeper.
+func (r *runner) startChild(term *campaign.Term) (*supervisor.Child, error) {
+	log := r.log.Named("supervisor")
+	if p := r.standby.take(term.Key); p != nil {
+		return p.Start(term.Deadline(), termEnv(r.rc, term), log)
+	}
+	spec := r.spec()
+	spec.Env = childEnv(os.Environ(), r.rc, term)
+	spec.Deadline = term.Deadline()
+	return supervisor.Start(spec, log)
 }
 
 func (r *runner) onSignal(sig syscall.Signal, child *supervisor.Child, st *termState) {

@@ -29,6 +29,7 @@ type runner struct {
 	camp    *campaign.Campaigner
 	sigs    *signals.Catcher
 	mon     *monitor
+	standby standby
 	closers []func()
 }
 
@@ -65,7 +66,7 @@ func newRunner(rc runConfig) (*runner, error) {
 		Logger:         r.log.Named("campaign"),
 		NoWait:         rc.noWait,
 		ResignKey:      rc.resignKey,
-		Observer:       r.mon,
+		Observer:       r,
 	})
 	if err != nil {
 		r.close()
@@ -79,6 +80,7 @@ func (r *runner) close() {
 		r.closers[i]()
 	}
 	r.closers = nil
+	r.standby.take("")
 }
 
 // run is the term loop (DESIGN.md step 10): campaign, lead, and unless the
@@ -182,6 +184,9 @@ func (r *runner) campaign(ctx context.Context) (*campaign.Term, error) {
 	res := make(chan campaignResult, 1)
 	go func() {
 		t, err := r.camp.Campaign(cctx)
+		if err != nil {
+			r.standby.take("") // the term it was for is over
+		}
 		res <- campaignResult{t, err}
 	}()
 	for {

@@ -48,6 +48,9 @@ type Observer interface {
 	// Queued reports that this candidate's key is in etcd: connected and
 	// campaigning.
 	Queued(key string)
+	// Front reports, once per term, that at most one candidate is ahead:
+	// this one is next, so work that a start needs can begin.
+	Front(key string)
 }
 
 // Campaigner runs terms for one candidate. It is safe to use from one
@@ -103,6 +106,9 @@ func (c *Campaigner) Campaign(ctx context.Context) (*Term, error) {
 	}
 	if o := c.cfg.Observer; o != nil {
 		o.Queued(t.Key)
+	}
+	if len(preds) <= 1 {
+		t.front()
 	}
 	if c.cfg.NoWait && len(preds) > 0 {
 		return nil, fmt.Errorf("%w: %s is ahead", ErrNotLeader, preds[0].key)

@@ -66,8 +66,10 @@ func (t *Term) wait(ctx context.Context, preds []pred, rev int64) error {
 	go t.renewWhileWaiting(ctx, cancel)
 
 	unresolved := make(map[clientv3.LeaseID]pred, len(preds))
-	for _, p := range preds {
+	place := make(map[string]int, len(preds))
+	for i, p := range preds {
 		unresolved[p.lease] = p
+		place[p.key] = i
 	}
 	var near *pred
 	if len(preds) > 0 {
@@ -94,6 +96,11 @@ func (t *Term) wait(ctx context.Context, preds []pred, rev int64) error {
 		}
 		if near, rev, err = t.nearest(ctx); err != nil {
 			return t.waitErr(ctx)
+		}
+		// Every key ahead was in the transaction's answer, in order, so
+		// the nearest one's place there says how many are still ahead.
+		if near != nil && place[near.key] == 0 {
+			t.front()
 		}
 	}
 	return t.barrier(ctx, unresolved)

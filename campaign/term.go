@@ -22,6 +22,14 @@ type Term struct {
 	watchRev int64
 	dl       atomic.Int64 // boot-clock deadline, see Deadline
 	revoked  atomic.Bool
+	fronted  bool
+}
+
+func (t *Term) front() {
+	if o := t.c.cfg.Observer; o != nil && !t.fronted {
+		t.fronted = true
+		o.Front(t.Key)
+	}
 }
 
 // Deadline is the boot-clock time before which etcd cannot expire the lease:

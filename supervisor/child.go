@@ -66,6 +66,52 @@ type Child struct {
 // Start launches the keeper, which starts the child. It returns once the child
 // runs, or with an *ExecError when it could not be executed.
 func Start(spec Spec, log hclog.Logger) (*Child, error) {
+	k, err := launch(spec, false)
+	if err != nil {
+		return nil, err
+	}
+	return k.started(log)
+}
+
+// Pending is a keeper started ahead of its term, exec'd and initialised,
+// waiting for Start. Exactly one of Start or Cancel must be called.
+type Pending struct{ k *keeperProc }
+
+// Prepare starts a standby keeper for spec; spec.Deadline is ignored (the
+// deadline comes with Start).
+func Prepare(spec Spec) (*Pending, error) {
+	k, err := launch(spec, true)
+	if err != nil {
+		return nil, err
+	}
+	return &Pending{k: k}, nil
+}
+
+// Start starts the child with the term's fence deadline and the term's
+// variables added to its environment.
+func (p *Pending) Start(deadline time.Duration, env []string, log hclog.Logger) (*Child, error) {
+	if _, err := p.k.ctrl.WriteString(command{op: msgStart, deadline: deadline, env: env}.String()); err != nil {
+		p.Cancel()
+		return nil, fmt.Errorf("standby keeper: %w", err)
+	}
+	return p.k.started(log)
+}
+
+// Cancel ends a standby keeper that will not be needed, and waits for it.
+func (p *Pending) Cancel() {
+	p.k.ctrl.Close()
+	_ = p.k.cmd.Wait()
+	p.k.stat.Close()
+}
+
+// keeperProc is a keeper process and the supervisor's ends of its pipes.
+type keeperProc struct {
+	cmd  *exec.Cmd
+	ctrl *os.File // supervisor -> keeper
+	stat *os.File // keeper -> supervisor
+}
+
+func launch(spec Spec, standby bool) (*keeperProc, error) {
 	if err := Supported(); err != nil {
 		return nil, err
 	}
@@ -87,8 +133,9 @@ func Start(spec Spec, log hclog.Logger) (*Child, error) {
 		"-deadline", strconv.FormatInt(int64(spec.Deadline), 10),
 		"-log-level", spec.LogLevel,
 		"-log-json=" + strconv.FormatBool(spec.LogJSON),
+		"-standby=" + strconv.FormatBool(standby),
 		"--"}
-	keeper := &exec.Cmd{
+	cmd := &exec.Cmd{
 		Path: "/proc/self/exe", Args: append(args, spec.Argv...),
 		Env:        spec.Env,
 		Stdin:      orStd(spec.Stdin, os.Stdin),
@@ -99,7 +146,7 @@ func Start(spec Spec, log hclog.Logger) (*Child, error) {
 		// SIGKILL, must leave the keeper alive to stop the child in order.
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
-	err = keeper.Start()
+	err = cmd.Start()
 	ctrlR.Close()
 	statW.Close()
 	if err != nil {
@@ -107,17 +154,21 @@ func Start(spec Spec, log hclog.Logger) (*Child, error) {
 		statR.Close()
 		return nil, fmt.Errorf("start keeper: %w", err)
 	}
-	c := &Child{log: log, ctrl: ctrlW, done: make(chan struct{})}
-	status := bufio.NewScanner(statR)
+	return &keeperProc{cmd: cmd, ctrl: ctrlW, stat: statR}, nil
+}
+
+// started reads the keeper's first report and hands the keeper to a Child.
+func (k *keeperProc) started(log hclog.Logger) (*Child, error) {
+	status := bufio.NewScanner(k.stat)
 	pid, err := readStarted(status)
 	if err != nil {
-		ctrlW.Close()
-		_ = keeper.Wait()
-		statR.Close()
+		k.ctrl.Close()
+		_ = k.cmd.Wait()
+		k.stat.Close()
 		return nil, err
 	}
-	c.pid = pid
-	go c.wait(keeper, status, statR)
+	c := &Child{log: log, ctrl: k.ctrl, done: make(chan struct{}), pid: pid}
+	go c.wait(k.cmd, status, k.stat)
 	return c, nil
 }
 

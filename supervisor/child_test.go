@@ -218,6 +218,39 @@ func TestOrphanedChildIsStopped(t *testing.T) {
 	}
 }
 
+// A standby keeper starts the child only on Start, with the term's
+// variables, and a cancelled one leaves no child behind.
+func TestStandbyKeeper(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := Spec{Path: "/bin/sh", Argv: []string{"sh", "-c", "echo rev=$ETCDLEAD_REV"}, Env: os.Environ(),
+		KillSignal: syscall.SIGTERM, KillTimeout: time.Second, FenceMargin: 100 * time.Millisecond, LogLevel: "error", Stdout: w}
+	p, err := Prepare(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := p.Start(Now()+time.Minute, []string{"ETCDLEAD_REV=42"}, hclog.NewNullLogger())
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(r).ReadString('\n')
+	if line != "rev=42\n" {
+		t.Fatalf("child printed %q, want rev=42", line)
+	}
+	<-c.Done()
+	if got := c.Result(); got != (Result{Code: 0, Reason: ReasonExited}) {
+		t.Fatalf("result %+v", got)
+	}
+	q, err := Prepare(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Cancel() // returns once the keeper has exited
+}
+
 func TestExecFailures(t *testing.T) {
 	for _, c := range []struct {
 		path string

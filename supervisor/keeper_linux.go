@@ -39,6 +39,8 @@ type keeperConfig struct {
 	fence      Fence
 	logLevel   string
 	logJSON    bool
+	standby    bool     // wait for "start" before starting the child
+	env        []string // added to the keeper's own environment for the child
 }
 
 func parseKeeperArgs(args []string) (keeperConfig, error) {
@@ -52,6 +54,7 @@ func parseKeeperArgs(args []string) (keeperConfig, error) {
 	fs.StringVar(&kc.path, "path", "", "")
 	fs.StringVar(&kc.logLevel, "log-level", "info", "")
 	fs.BoolVar(&kc.logJSON, "log-json", false, "")
+	fs.BoolVar(&kc.standby, "standby", false, "")
 	if err := fs.Parse(args); err != nil {
 		return kc, err
 	}
@@ -96,6 +99,10 @@ func RunKeeper(args []string) int {
 	absorbed := signals.Absorb()
 	defer absorbed.Stop()
 
+	cmds := readCommands(ctrl)
+	if kc.standby && !awaitStart(cmds, &kc) {
+		return 0 // the supervisor gave up this term: no child
+	}
 	tty, ttyPgrp := foreground()
 	started := make(chan startResult, 1)
 	reaped := make(chan reapEvent, 16)
@@ -110,12 +117,26 @@ func RunKeeper(args []string) int {
 
 	g := &groupState{fence: kc.fence, killSignal: kc.killSignal}
 	k := &keeper{log: log, pgid: res.pid, pid: res.pid, g: g}
-	k.loop(readCommands(ctrl), reaped, absorbed.C)
+	k.loop(cmds, reaped, absorbed.C)
 	if tty {
 		restoreForeground(res.pid, ttyPgrp)
 	}
 	fmt.Fprintf(status, "%s %d %s\n", msgExit, g.exitCode(), g.reason)
 	return 0
+}
+
+// awaitStart holds a standby keeper, already exec'd and initialised, until
+// its term is won: starting the child then costs a pipe message instead of
+// an exec of etcdlead. False means the pipe closed first.
+func awaitStart(cmds <-chan command, kc *keeperConfig) bool {
+	for c := range cmds {
+		if c.op == msgStart {
+			kc.fence.Deadline = c.deadline
+			kc.env = c.env
+			return true
+		}
+	}
+	return false
 }
 
 type keeper struct {
@@ -211,6 +232,7 @@ func runChild(kc keeperConfig, tty bool, started chan<- startResult, reaped chan
 	cmd := &exec.Cmd{
 		Path: kc.path, Args: kc.argv,
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		Env: append(os.Environ(), kc.env...),
 		SysProcAttr: &syscall.SysProcAttr{
 			Setpgid:    true,
 			Pdeathsig:  syscall.SIGKILL,

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"reflect"
 	"slices"
 	"syscall"
 	"testing"
@@ -107,9 +108,11 @@ func TestProtocolRoundTrip(t *testing.T) {
 		{op: msgStop, sig: syscall.SIGINT},
 		{op: msgSignal, sig: syscall.SIGHUP},
 		{op: msgKill},
+		{op: msgStart, deadline: 42, env: []string{"ETCDLEAD_ID=a \"quoted\" id", "ETCDLEAD_REV=7"}},
+		{op: msgStart, deadline: 42},
 	} {
 		got, err := parseCommand(c.String())
-		if err != nil || got != c {
+		if err != nil || !reflect.DeepEqual(got, c) {
 			t.Errorf("parseCommand(%q) = %+v, %v", c.String(), got, err)
 		}
 	}

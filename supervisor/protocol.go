@@ -12,9 +12,11 @@ import (
 // human can read them in strace, and a half-written line can only come from
 // a dead peer, which each side treats as such.
 //
-//	supervisor -> keeper: "deadline NS" | "stop SIGNUM" | "kill" | "signal SIGNUM"
+//	supervisor -> keeper: "start NS [QUOTED-ENV...]" (standby keepers only, first)
+//	                      | "deadline NS" | "stop SIGNUM" | "kill" | "signal SIGNUM"
 //	keeper -> supervisor: "started PID" | "failed CODE MESSAGE" | "exit CODE REASON"
 const (
+	msgStart    = "start"
 	msgDeadline = "deadline"
 	msgStop     = "stop"
 	msgKill     = "kill"
@@ -39,10 +41,18 @@ type command struct {
 	op       string
 	deadline time.Duration
 	sig      syscall.Signal
+	env      []string // start: variables added to the child's environment
 }
 
 func (c command) String() string {
 	switch c.op {
+	case msgStart:
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s %d", c.op, int64(c.deadline))
+		for _, kv := range c.env {
+			b.WriteString(" " + strconv.Quote(kv))
+		}
+		return b.String() + "\n"
 	case msgDeadline:
 		return fmt.Sprintf("%s %d\n", c.op, int64(c.deadline))
 	case msgStop, msgSignal:
@@ -53,6 +63,10 @@ func (c command) String() string {
 }
 
 func parseCommand(line string) (command, error) {
+	line = strings.TrimSuffix(line, "\n")
+	if rest, ok := strings.CutPrefix(line, msgStart+" "); ok {
+		return parseStart(rest)
+	}
 	f := strings.Fields(line)
 	if len(f) == 0 {
 		return command{}, fmt.Errorf("empty command")
@@ -77,4 +91,24 @@ func parseCommand(line string) (command, error) {
 		return c, nil
 	}
 	return c, fmt.Errorf("unknown command %q", line)
+}
+
+func parseStart(rest string) (command, error) {
+	c := command{op: msgStart}
+	num, rest, _ := strings.Cut(rest, " ")
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil {
+		return c, fmt.Errorf("malformed start %q", rest)
+	}
+	c.deadline = time.Duration(n)
+	for rest = strings.TrimSpace(rest); rest != ""; rest = strings.TrimSpace(rest) {
+		q, err := strconv.QuotedPrefix(rest)
+		if err != nil {
+			return c, fmt.Errorf("malformed start environment %q", rest)
+		}
+		kv, _ := strconv.Unquote(q)
+		c.env = append(c.env, kv)
+		rest = rest[len(q):]
+	}
+	return c, nil
 }

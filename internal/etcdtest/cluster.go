@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -161,15 +162,23 @@ func (c *Cluster) destroy() {
 
 // freePorts returns n distinct loopback ports that were free a moment ago.
 // They are all held open together so the kernel cannot hand out one twice.
+// freePorts picks ports below the kernel's ephemeral range (Linux default
+// 32768-60999). A port from port 0 comes from that range, and once a member
+// stops, any outgoing connection on the machine may take its port, so a
+// restart on the same port would fail with "address already in use".
 func freePorts(n int) ([]int, error) {
-	ports := make([]int, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports := make([]int, 0, n)
+	for tries := 0; len(ports) < n && tries < 1000; tries++ {
+		port := 10000 + mrand.IntN(22000)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
-			return nil, err
+			continue
 		}
 		defer l.Close()
-		ports[i] = l.Addr().(*net.TCPAddr).Port
+		ports = append(ports, port)
+	}
+	if len(ports) < n {
+		return nil, fmt.Errorf("no %d free ports in 10000-31999", n)
 	}
 	return ports, nil
 }
