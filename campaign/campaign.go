@@ -107,11 +107,11 @@ func (c *Campaigner) Campaign(ctx context.Context) (*Term, error) {
 	if o := c.cfg.Observer; o != nil {
 		o.Queued(t.Key)
 	}
-	if len(preds) <= 1 {
-		t.front()
-	}
 	if c.cfg.NoWait && len(preds) > 0 {
 		return nil, fmt.Errorf("%w: %s is ahead", ErrNotLeader, preds[0].key)
+	}
+	if len(preds) <= 1 {
+		t.front()
 	}
 	if err := t.wait(ctx, preds, rev); err != nil {
 		return nil, err
