@@ -1,0 +1,349 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"time"
+)
+
+// byTool holds one figure's samples for each tool, by tool key.
+type byTool map[string]sample
+
+// order gives the tools for round i: A B, then B A, and so on, so that
+// neither tool always runs right after the other one's teardown.
+func (b *bench) order(i int) []*tool {
+	if i%2 == 0 {
+		return []*tool{b.tools[0], b.tools[1]}
+	}
+	return []*tool{b.tools[1], b.tools[0]}
+}
+
+// ---- time to first child ----------------------------------------------
+
+// firstChild times an uncontended start: the exec of the supervisor to the
+// child's first instruction. Every run has an election of its own. Run -1
+// warms the page cache and is not counted.
+func (b *bench) firstChild(ctx context.Context, n int) (byTool, error) {
+	res := byTool{}
+	for i := -1; i < n; i++ {
+		for _, t := range b.order(i + 1) {
+			group := "ttfc-" + t.Key
+			id := fmt.Sprintf("%s/%d", group, i+1)
+			t0 := mono()
+			c, err := b.spawn(t, fmt.Sprintf("ttfc-%s-%d", t.Key, i+1), 10, id)
+			if err != nil {
+				return nil, err
+			}
+			k, err := b.hub.NextStart(group, 30*time.Second)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", t.Name, err)
+			}
+			if i >= 0 {
+				res[t.Key] = append(res[t.Key], time.Duration(k.Start-t0))
+			}
+			k.Exit()
+			if err := c.Wait(15 * time.Second); err != nil {
+				return nil, err
+			}
+			if err := pause(ctx, 30*time.Millisecond); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return res, nil
+}
+
+func pause(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// ---- pools: one election with a leader and waiting candidates -------------
+
+type pool struct {
+	b        *bench
+	t        *tool
+	election string
+	group    string
+	ttl      int
+	size     int
+	seq      int
+	cands    map[string]*cand
+	leader   *kid
+}
+
+// newPool starts size candidates: the first becomes leader, the others queue
+// behind it in order.
+func (b *bench) newPool(ctx context.Context, t *tool, name string, ttl, size int) (*pool, error) {
+	p := &pool{b: b, t: t, election: name + "-" + t.Key, group: name + "-" + t.Key, ttl: ttl, size: size, cands: map[string]*cand{}}
+	if _, err := p.add(); err != nil {
+		return nil, err
+	}
+	k, err := b.hub.NextStart(p.group, 30*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", t.Name, err)
+	}
+	p.leader = k
+	for len(p.cands) < size {
+		if _, err := p.add(); err != nil {
+			return nil, err
+		}
+		if err := b.waitCount(ctx, t.Prefix(p.election), int64(len(p.cands)), 30*time.Second); err != nil {
+			return nil, fmt.Errorf("%s: %w", t.Name, err)
+		}
+	}
+	return p, nil
+}
+
+func (p *pool) add() (*cand, error) {
+	p.seq++
+	id := fmt.Sprintf("%s/%d", p.group, p.seq)
+	c, err := p.b.spawn(p.t, p.election, p.ttl, id)
+	if err != nil {
+		return nil, err
+	}
+	p.cands[id] = c
+	return c, nil
+}
+
+// refill replaces the candidates that ended, and waits until all of them
+// hold a key.
+func (p *pool) refill(ctx context.Context) error {
+	for id, c := range p.cands {
+		if c.Exited() {
+			delete(p.cands, id)
+		}
+	}
+	for len(p.cands) < p.size {
+		if _, err := p.add(); err != nil {
+			return err
+		}
+	}
+	return p.b.waitCount(ctx, p.t.Prefix(p.election), int64(p.size), 30*time.Second)
+}
+
+// close stops the pool: the leader's child is told to exit, the waiters get
+// SIGTERM (both tools then remove their keys), and stragglers are killed.
+func (p *pool) close() {
+	if p.leader != nil && p.leader.Alive() {
+		p.leader.Exit()
+	}
+	for _, c := range p.cands {
+		c.Signal(15)
+	}
+	for _, c := range p.cands {
+		if c.Wait(10*time.Second) != nil {
+			c.Kill()
+		}
+	}
+	p.b.hub.Drain(p.group)
+}
+
+// ---- graceful handoff ---------------------------------------------------
+
+type handoffResult struct {
+	gap     byTool
+	standby map[string][]bool    // the next leader's keeper was running before the handoff began
+	fsync   map[string]histogram // WAL fsyncs inside the handoff windows
+	commits map[string][]float64 // raft proposals committed per window
+	queue   int
+}
+
+// handoffs measures n graceful handoffs per tool, alternating A B A B: the
+// leader's child exits on request, and the gap runs from its last
+// instruction to the first instruction of the next leader's child. Each
+// window, from the request to the next child's start, is also bracketed by
+// scrapes of etcd's metrics, for the WAL fsyncs inside it.
+func (b *bench) handoffs(ctx context.Context, n, size int) (*handoffResult, error) {
+	res := &handoffResult{gap: byTool{}, standby: map[string][]bool{}, fsync: map[string]histogram{}, commits: map[string][]float64{}, queue: size}
+	pools := map[string]*pool{}
+	defer func() {
+		for _, p := range pools {
+			p.close()
+		}
+	}()
+	for _, t := range b.tools {
+		p, err := b.newPool(ctx, t, "handoff", 10, size)
+		if err != nil {
+			return nil, err
+		}
+		pools[t.Key] = p
+	}
+	for i := 0; i < n; i++ {
+		for _, t := range b.order(i) {
+			p := pools[t.Key]
+			if err := pause(ctx, 100*time.Millisecond); err != nil {
+				return nil, err
+			}
+			// Which processes the candidates had started before the
+			// handoff: a keeper among them that ends up as the next
+			// child's parent was a standby, started ahead of need.
+			sups := map[int]bool{}
+			for _, c := range p.cands {
+				sups[c.Pid()] = true
+			}
+			early := childrenOf(sups)
+			before, err := scrape(ctx, b.metricsURL)
+			if err != nil {
+				return nil, err
+			}
+			old := p.leader
+			old.Exit()
+			next, err := b.hub.NextStart(p.group, 30*time.Second)
+			if err != nil {
+				return nil, fmt.Errorf("%s handoff %d: %w", t.Name, i, err)
+			}
+			after, err := scrape(ctx, b.metricsURL)
+			if err != nil {
+				return nil, err
+			}
+			exitT, err := old.ExitTime(5 * time.Second)
+			if err != nil {
+				return nil, err
+			}
+			p.leader = next
+			res.gap[t.Key] = append(res.gap[t.Key], time.Duration(next.Start-exitT))
+			_, ready := early[next.PPID]
+			res.standby[t.Key] = append(res.standby[t.Key], ready)
+			d := delta{before, after}
+			h := res.fsync[t.Key]
+			h.add(d.histogram("etcd_disk_wal_fsync_duration_seconds"))
+			res.fsync[t.Key] = h
+			res.commits[t.Key] = append(res.commits[t.Key], d.sum("etcd_server_proposals_committed_total"))
+			if c := p.cands[old.ID]; c != nil {
+				if err := c.Wait(15 * time.Second); err != nil {
+					return nil, err
+				}
+			}
+			if err := p.refill(ctx); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return res, nil
+}
+
+// add accumulates another delta histogram with the same buckets.
+func (h *histogram) add(o histogram) {
+	if len(h.bounds) == 0 {
+		*h = histogram{bounds: o.bounds, counts: append([]float64(nil), o.counts...), sum: o.sum, count: o.count}
+		return
+	}
+	for i := range h.counts {
+		if i < len(o.counts) {
+			h.counts[i] += o.counts[i]
+		}
+	}
+	h.sum += o.sum
+	h.count += o.count
+}
+
+// ---- crash failover -----------------------------------------------------
+
+type failoverResult struct {
+	ttl      int
+	took     byTool
+	overlap  map[string]int    // successor started while the old child lived
+	stopped  map[string]sample // kill -9 → old child gone, where it went
+	orphaned map[string]int    // old child still alive 1 s after the successor started
+}
+
+// failovers kill -9s the leading supervisor n times per tool, at a random
+// point of its renewal cycle, and times the next child's start from the
+// kill. The old child is watched too: whether it was gone before the
+// successor started is the difference between the tools.
+func (b *bench) failovers(ctx context.Context, n, ttl int) (*failoverResult, error) {
+	res := &failoverResult{ttl: ttl, took: byTool{}, overlap: map[string]int{}, stopped: map[string]sample{}, orphaned: map[string]int{}}
+	pools := map[string]*pool{}
+	defer func() {
+		for _, p := range pools {
+			p.close()
+		}
+	}()
+	for _, t := range b.tools {
+		p, err := b.newPool(ctx, t, "failover", ttl, 2)
+		if err != nil {
+			return nil, err
+		}
+		pools[t.Key] = p
+	}
+	for i := 0; i < n; i++ {
+		for _, t := range b.order(i) {
+			p := pools[t.Key]
+			if err := pause(ctx, time.Duration(300+b.rng.IntN(1000))*time.Millisecond); err != nil {
+				return nil, err
+			}
+			old := p.leader
+			oc := p.cands[old.ID]
+			t0 := mono()
+			oc.Kill()
+			next, err := b.hub.NextStart(p.group, time.Duration(ttl)*time.Second+30*time.Second)
+			if err != nil {
+				return nil, fmt.Errorf("%s failover %d: %w", t.Name, i, err)
+			}
+			p.leader = next
+			res.took[t.Key] = append(res.took[t.Key], time.Duration(next.Start-t0))
+			if !old.Alive() {
+				if g, _ := old.GoneAt(0); g > next.Start {
+					res.overlap[t.Key]++
+				} else {
+					res.stopped[t.Key] = append(res.stopped[t.Key], time.Duration(g-t0))
+				}
+			} else {
+				res.overlap[t.Key]++
+				if _, err := old.GoneAt(time.Second); err != nil {
+					res.orphaned[t.Key]++
+					old.Exit() // the bench ends what etcdctl lock left behind
+				}
+			}
+			if _, err := old.GoneAt(10 * time.Second); err != nil {
+				return nil, err
+			}
+			if err := oc.Wait(10 * time.Second); err != nil {
+				return nil, err
+			}
+			if err := p.refill(ctx); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return res, nil
+}
+
+// ---- process start-up ---------------------------------------------------
+
+// startups times exec → exit of each binary doing nothing but start:
+// `etcdlead --version`, `etcdctl version`, and the child without arguments.
+// etcdlead pays its own start-up once more per term, for the keeper.
+func (b *bench) startups(ctx context.Context, n int) (map[string]sample, error) {
+	cmds := []struct {
+		key  string
+		argv []string
+	}{
+		{"etcdlead", []string{b.bins.etcdlead, "--version"}},
+		{"etcdctl", []string{b.bins.etcdctl, "version"}},
+		{"child", []string{b.bins.child}},
+	}
+	res := map[string]sample{}
+	for i := -1; i < n; i++ {
+		for _, c := range cmds {
+			cmd := exec.CommandContext(ctx, c.argv[0], c.argv[1:]...)
+			cmd.Env = b.env
+			t0 := time.Now()
+			err := cmd.Run()
+			d := time.Since(t0)
+			if c.key != "child" && err != nil {
+				return nil, fmt.Errorf("%v: %w", c.argv, err)
+			}
+			if i >= 0 {
+				res[c.key] = append(res[c.key], d)
+			}
+		}
+	}
+	return res, nil
+}

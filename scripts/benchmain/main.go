@@ -1,0 +1,281 @@
+// Command benchmain is scripts/bench: etcdlead and etcdctl lock side by side,
+// on one etcd, in one run. From the module root:
+//
+//	scripts/bench            # the full run (about 6 minutes on 2 cores); writes BENCHMARKS.md
+//	scripts/bench -quick     # fewer samples, a 10 s idle window; prints the report
+//
+// It builds etcd, etcdctl (at the version pinned in go.mod), etcdlead (this
+// checkout) and a tiny child program; starts a single etcd member with its
+// data on disk (fsync on, as in production) on a loopback port chosen at run
+// time; and measures, alternating the tools run by run: time to first child,
+// graceful handoff gap (with etcd's WAL fsync latency from the same windows),
+// crash failover after kill -9, etcd's cost per handoff against the number
+// of waiting candidates, and the idle footprint.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+type config struct {
+	quick       bool
+	out         string
+	etcdleadBin string
+	only        map[string]bool
+	keep        bool
+	dataDir     string
+	seed        uint64
+
+	ttfcRuns, handoffRuns, failoverRuns, costHandoffs int
+	procWaiters, inprocWaiters                        []int
+	idleWindow                                        time.Duration
+	idleTTLs                                          []int
+	queue                                             int
+}
+
+func (c *config) want(name string) bool { return len(c.only) == 0 || c.only[name] }
+
+type bench struct {
+	cfg        config
+	root, dir  string
+	bins       binaries
+	env        []string
+	etcd       *etcdProc
+	endpoint   string
+	metricsURL string
+	cli        *clientv3.Client
+	hub        *hub
+	procs      procs
+	tools      []*tool // [etcdlead, etcdctl lock]
+	rng        *rand.Rand
+	start      time.Time
+}
+
+func (b *bench) say(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench %6.1fs  %s\n", time.Since(b.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func main() {
+	var cfg config
+	var only string
+	flag.BoolVar(&cfg.quick, "quick", false, "fewer samples and a 10 s idle window, for development; prints the report instead of writing BENCHMARKS.md")
+	flag.StringVar(&cfg.out, "out", "", "write the report here (default: BENCHMARKS.md in the module root; with -quick, standard output)")
+	flag.StringVar(&cfg.etcdleadBin, "etcdlead", "", "use this etcdlead binary instead of building the checkout (to compare a change)")
+	flag.StringVar(&only, "only", "", "comma-separated subset of ttfc,handoff,failover,cost,idle")
+	flag.BoolVar(&cfg.keep, "keep", false, "keep the work directory (binaries, logs, etcd data)")
+	flag.StringVar(&cfg.dataDir, "dir", "", "parent of the work directory, which holds etcd's data (default: the system temp dir, unless that is tmpfs)")
+	flag.Uint64Var(&cfg.seed, "seed", 0, "seed for the random kill times (0: from the clock)")
+	handoffs := flag.Int("handoffs", 0, "graceful handoffs per tool (default 60; -quick 10)")
+	starts := flag.Int("starts", 0, "uncontended starts per tool (default 25; -quick 6)")
+	failovers := flag.Int("failovers", 0, "kill -9 failovers per tool (default 12; -quick 3)")
+	flag.IntVar(&cfg.queue, "queue", 3, "candidates per election in the handoff figure: the leader and queue-1 waiting")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "usage: scripts/bench [-quick] [-out FILE] [-etcdlead BIN] [-only LIST] [-keep]")
+		os.Exit(2)
+	}
+	if only != "" {
+		cfg.only = map[string]bool{}
+		for _, s := range strings.Split(only, ",") {
+			cfg.only[strings.TrimSpace(s)] = true
+		}
+	}
+	if cfg.quick {
+		cfg.ttfcRuns, cfg.handoffRuns, cfg.failoverRuns, cfg.costHandoffs = 6, 10, 3, 3
+		cfg.procWaiters, cfg.inprocWaiters = []int{5, 50}, []int{5, 50, 500}
+		cfg.idleWindow, cfg.idleTTLs = 10*time.Second, []int{10, 2}
+	} else {
+		cfg.ttfcRuns, cfg.handoffRuns, cfg.failoverRuns, cfg.costHandoffs = 25, 60, 12, 6
+		cfg.procWaiters, cfg.inprocWaiters = []int{5, 50}, []int{5, 50, 500}
+		cfg.idleWindow, cfg.idleTTLs = 60*time.Second, []int{10, 2}
+	}
+	for _, o := range []struct{ flag, dst *int }{{handoffs, &cfg.handoffRuns}, {starts, &cfg.ttfcRuns}, {failovers, &cfg.failoverRuns}} {
+		if *o.flag > 0 {
+			*o.dst = *o.flag
+		}
+	}
+	if cfg.seed == 0 {
+		cfg.seed = uint64(time.Now().UnixNano())
+	}
+	b := &bench{cfg: cfg, start: time.Now(), rng: rand.New(rand.NewPCG(cfg.seed, 1))}
+
+	// A Ctrl-C stops every process the bench started; the kernel's death
+	// signal covers a bench that dies harder.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		fmt.Fprintln(os.Stderr, "bench: interrupted; stopping everything")
+		b.cleanup()
+		os.Exit(130)
+	}()
+	err := b.run()
+	b.cleanup()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: FAILED: %v\n", err)
+		if b.dir != "" && b.cfg.keep {
+			fmt.Fprintf(os.Stderr, "bench: logs in %s/logs\n", b.dir)
+		}
+		os.Exit(1)
+	}
+}
+
+func (b *bench) cleanup() {
+	b.procs.killAll()
+	if b.hub != nil {
+		b.hub.Close()
+	}
+	if b.cli != nil {
+		b.cli.Close()
+	}
+	b.etcd.stop()
+	if b.dir != "" && !b.cfg.keep {
+		os.RemoveAll(b.dir)
+	}
+}
+
+func (b *bench) run() error {
+	ctx := context.Background()
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	b.root = root
+	parent := b.cfg.dataDir
+	if parent == "" {
+		parent = os.TempDir()
+		if fsType(parent) == "tmpfs" {
+			// etcd's fsyncs must reach a disk for the numbers to mean
+			// anything; the user cache dir usually is one.
+			if c, err := os.UserCacheDir(); err == nil {
+				parent = c
+			}
+		}
+	}
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return err
+	}
+	if b.dir, err = os.MkdirTemp(parent, "etcdlead-bench-"); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(b.dir, "logs"), 0o755); err != nil {
+		return err
+	}
+	b.say("building etcd, etcdctl, etcdlead and the child in %s", b.dir)
+	if b.bins, err = build(ctx, root, b.dir, b.cfg.etcdleadBin); err != nil {
+		return err
+	}
+	mach := describeMachine(root, b.bins, b.dir, b.cfg.etcdleadBin != "")
+	busy0, total0 := cpuTimes()
+	b.env = cleanEnv()
+	if b.etcd, err = startEtcd(ctx, b.bins.etcd, b.dir, b.env); err != nil {
+		return err
+	}
+	b.endpoint = b.etcd.endpoint
+	b.metricsURL = "http://" + b.endpoint + "/metrics"
+	b.say("etcd %s serving on %s, data in %s (%s, fsync on)", mach.EtcdVersion, b.endpoint, b.etcd.dataDir, mach.FS)
+	if b.cli, err = newClient(b.endpoint); err != nil {
+		return err
+	}
+	// The socket path must stay under 108 bytes, which a deep cache
+	// directory may not.
+	sockDir, err := os.MkdirTemp("", "eb-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(sockDir)
+	if b.hub, err = newHub(filepath.Join(sockDir, "s")); err != nil {
+		return err
+	}
+	b.tools = []*tool{etcdleadTool(b.bins.etcdlead), etcdctlTool(b.bins.etcdctl)}
+
+	r := &report{cfg: b.cfg, mach: mach, tools: b.tools}
+	if b.cfg.want("ttfc") {
+		b.say("time to first child: %d uncontended starts per tool, alternating", b.cfg.ttfcRuns)
+		if r.ttfc, err = b.firstChild(ctx, b.cfg.ttfcRuns); err != nil {
+			return fmt.Errorf("time to first child: %w", err)
+		}
+	}
+	if b.cfg.want("ttfc") || b.cfg.want("handoff") {
+		if r.startup, err = b.startups(ctx, b.cfg.ttfcRuns); err != nil {
+			return fmt.Errorf("start-up: %w", err)
+		}
+	}
+	if b.cfg.want("handoff") {
+		b.say("graceful handoff: %d per tool, %d candidates each, alternating", b.cfg.handoffRuns, b.cfg.queue)
+		if r.handoff, err = b.handoffs(ctx, b.cfg.handoffRuns, b.cfg.queue); err != nil {
+			return fmt.Errorf("handoff: %w", err)
+		}
+	}
+	if b.cfg.want("failover") {
+		b.say("crash failover: %d kill -9 per tool, TTL 2s, alternating", b.cfg.failoverRuns)
+		if r.failover, err = b.failovers(ctx, b.cfg.failoverRuns, 2); err != nil {
+			return fmt.Errorf("failover: %w", err)
+		}
+	}
+	if b.cfg.want("cost") {
+		for _, n := range b.cfg.procWaiters {
+			for _, t := range b.order(n) {
+				b.say("etcd cost: %s, %d waiting processes, %d handoffs", t.Name, n, b.cfg.costHandoffs)
+				run, err := b.costProcesses(ctx, t, n, b.cfg.costHandoffs)
+				if err != nil {
+					return fmt.Errorf("cost: %w", err)
+				}
+				r.cost = append(r.cost, run)
+			}
+		}
+		for _, n := range b.cfg.inprocWaiters {
+			b.say("etcd cost: etcdlead's campaign package, %d waiters in-process", n)
+			run, err := b.costCampaign(ctx, n, b.cfg.costHandoffs)
+			if err != nil {
+				return fmt.Errorf("cost: %w", err)
+			}
+			r.cost = append(r.cost, run)
+			b.say("etcd cost: concurrency.Mutex, %d waiters in-process", n)
+			if run, err = b.costMutex(ctx, n, b.cfg.costHandoffs); err != nil {
+				return fmt.Errorf("cost: %w", err)
+			}
+			r.cost = append(r.cost, run)
+		}
+	}
+	if b.cfg.want("idle") {
+		b.say("footprint: idle leaders and followers for %v", b.cfg.idleWindow)
+		if r.idle, err = b.footprint(ctx, b.cfg.idleWindow, b.cfg.idleTTLs); err != nil {
+			return fmt.Errorf("footprint: %w", err)
+		}
+	}
+	busy1, total1 := cpuTimes()
+	if total1 > total0 {
+		r.mach.BusyPercent = 100 * (busy1 - busy0) / (total1 - total0)
+	}
+	r.mach.LoadAfter = loadavg()
+	r.elapsed = time.Since(b.start)
+	r.date = time.Now().UTC()
+
+	text := r.markdown()
+	out := b.cfg.out
+	if out == "" && !b.cfg.quick {
+		out = filepath.Join(root, "BENCHMARKS.md")
+	}
+	if out == "" {
+		fmt.Print(text)
+		b.say("done (quick mode: report printed, BENCHMARKS.md untouched)")
+		return nil
+	}
+	if err := os.WriteFile(out, []byte(text), 0o644); err != nil {
+		return err
+	}
+	b.say("done: wrote %s", out)
+	return nil
+}

@@ -1,0 +1,305 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+type binaries struct {
+	etcd, etcdctl, etcdlead, child string
+}
+
+// build compiles what the bench runs, from this checkout and the versions
+// pinned in go.mod, without the race detector.
+func build(ctx context.Context, root, dir, etcdleadBin string) (binaries, error) {
+	b := binaries{
+		etcd:     filepath.Join(dir, "etcd"),
+		etcdctl:  filepath.Join(dir, "etcdctl"),
+		etcdlead: filepath.Join(dir, "etcdlead"),
+		child:    filepath.Join(dir, "child"),
+	}
+	jobs := [][2]string{
+		{b.etcd, "./testdata/etcd"},
+		{b.etcdctl, "go.etcd.io/etcd/etcdctl/v3"},
+		{b.child, "./scripts/benchmain/child"},
+	}
+	if etcdleadBin == "" {
+		jobs = append(jobs, [2]string{b.etcdlead, "."})
+	} else {
+		b.etcdlead = etcdleadBin
+	}
+	for _, j := range jobs {
+		cmd := exec.CommandContext(ctx, "go", "build", "-race=false", "-o", j[0], j[1])
+		cmd.Dir = root
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			return b, fmt.Errorf("go build %s: %v\n%s", j[1], err, out.Bytes())
+		}
+	}
+	return b, nil
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if !filepath.IsAbs(mod) {
+		return "", fmt.Errorf("not inside a module (GOMOD=%q): run scripts/bench from the checkout", mod)
+	}
+	return filepath.Dir(mod), nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// cleanEnv drops the variables that would let the developer's shell steer
+// etcd, etcdctl or etcdlead.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "ETCD_") || strings.HasPrefix(kv, "ETCDCTL_") || strings.HasPrefix(kv, "ETCDLEAD_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+type etcdProc struct {
+	cmd      *exec.Cmd
+	done     chan struct{}
+	endpoint string
+	dataDir  string
+	log      string
+}
+
+// startEtcd starts one member with its data on disk: no --unsafe-no-fsync,
+// so every commit is fsynced as in production.
+func startEtcd(ctx context.Context, bin, dir string, env []string) (*etcdProc, error) {
+	for attempt := 1; ; attempt++ {
+		p, err := tryStartEtcd(ctx, bin, dir, env, attempt)
+		if err == nil || attempt == 3 || ctx.Err() != nil {
+			return p, err
+		}
+	}
+}
+
+func tryStartEtcd(ctx context.Context, bin, dir string, env []string, attempt int) (*etcdProc, error) {
+	cport, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	pport, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	p := &etcdProc{
+		endpoint: fmt.Sprintf("127.0.0.1:%d", cport),
+		dataDir:  filepath.Join(dir, fmt.Sprintf("etcd-data-%d", attempt)),
+		log:      filepath.Join(dir, "logs", "etcd.log"),
+		done:     make(chan struct{}),
+	}
+	peer := fmt.Sprintf("http://127.0.0.1:%d", pport)
+	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	p.cmd = exec.Command(bin,
+		"--name", "bench",
+		"--data-dir", p.dataDir,
+		"--listen-client-urls", "http://"+p.endpoint,
+		"--advertise-client-urls", "http://"+p.endpoint,
+		"--listen-peer-urls", peer,
+		"--initial-advertise-peer-urls", peer,
+		"--initial-cluster", "bench="+peer,
+		"--initial-cluster-state", "new",
+		"--log-level", "error")
+	p.cmd.Env = env
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		_ = p.cmd.Wait()
+		close(p.done)
+	}()
+	cli, err := newClient(p.endpoint)
+	if err != nil {
+		p.stop()
+		return nil, err
+	}
+	defer cli.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := cli.Get(rctx, "bench/ready")
+		cancel()
+		if err == nil {
+			return p, nil
+		}
+		select {
+		case <-p.done:
+			return nil, fmt.Errorf("etcd exited during start-up; see %s", p.log)
+		case <-ctx.Done():
+			p.stop()
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			p.stop()
+			return nil, fmt.Errorf("etcd not serving after 30s: %v", err)
+		}
+	}
+}
+
+func (p *etcdProc) stop() {
+	if p == nil || p.cmd.Process == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+func newClient(endpoint string) (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{
+		Endpoints:   []string{endpoint},
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+}
+
+// fsType names the file system that holds dir, so that the report can say
+// whether the WAL's fsyncs reached a disk.
+func fsType(dir string) string {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return "unknown"
+	}
+	names := map[int64]string{
+		0xEF53: "ext4", 0x58465342: "xfs", 0x9123683E: "btrfs", 0x01021994: "tmpfs",
+		0x794C7630: "overlayfs", 0x2FC12FC1: "zfs", 0x6969: "nfs", 0x65735546: "fuse",
+	}
+	if n, ok := names[int64(st.Type)]; ok {
+		return n
+	}
+	return fmt.Sprintf("0x%x", st.Type)
+}
+
+// machine describes where the bench ran.
+type machine struct {
+	CPU, Kernel, Memory, GoVersion, EtcdVersion, EtcdctlVersion, Etcdlead, FS string
+	Cores                                                                     int
+	LoadBefore, LoadAfter                                                     string
+	BinMB                                                                     map[string]float64 // executable sizes
+	BusyPercent                                                               float64            // whole machine, over the run
+}
+
+func describeMachine(root string, bins binaries, dataDir string, prebuilt bool) machine {
+	m := machine{Cores: runtime.NumCPU(), FS: fsType(dataDir), BinMB: map[string]float64{}}
+	for k, p := range map[string]string{"etcdlead": bins.etcdlead, "etcdctl": bins.etcdctl, "child": bins.child} {
+		if st, err := os.Stat(p); err == nil {
+			m.BinMB[k] = float64(st.Size()) / (1 << 20)
+		}
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = "Linux " + strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int64
+		fmt.Sscanf(strings.SplitN(string(b), "\n", 2)[0], "MemTotal: %d kB", &kb)
+		m.Memory = fmt.Sprintf("%.0f GiB", float64(kb)/(1<<20))
+	}
+	m.GoVersion = cmdOut(root, "go", "env", "GOVERSION")
+	m.EtcdVersion = cmdOut(root, "go", "list", "-m", "-f", "{{.Version}}", "go.etcd.io/etcd/server/v3")
+	for _, l := range strings.Split(cmdOut(root, bins.etcdctl, "version"), "\n") {
+		if v, ok := strings.CutPrefix(l, "etcdctl version: "); ok {
+			m.EtcdctlVersion = v
+		}
+	}
+	rev := cmdOut(root, "git", "rev-parse", "--short", "HEAD")
+	if cmdOut(root, "git", "status", "--porcelain", "--untracked-files=no") != "" {
+		rev += " with uncommitted changes"
+	}
+	m.Etcdlead = "commit " + rev
+	if prebuilt {
+		m.Etcdlead = "prebuilt " + bins.etcdlead
+	}
+	m.LoadBefore = loadavg()
+	return m
+}
+
+func cmdOut(dir, name string, args ...string) string {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		return "?"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// cpuTimes reads the machine's busy and total jiffies from /proc/stat.
+func cpuTimes() (busy, total float64) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0])
+	for i, s := range f[1:] {
+		var v float64
+		fmt.Sscan(s, &v)
+		total += v
+		if i != 3 && i != 4 { // idle, iowait
+			busy += v
+		}
+	}
+	return busy, total
+}
