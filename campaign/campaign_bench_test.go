@@ -1,0 +1,143 @@
+package campaign_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlead/etcdlead/campaign"
+	"github.com/etcdlead/etcdlead/internal/etcdtest"
+	"github.com/etcdlead/etcdlead/supervisor"
+)
+
+// These benchmarks run the campaign against a real etcd process (started by
+// internal/etcdtest, without fsync, so that they time the campaign's round
+// trips rather than the disk). scripts/bench measures the whole tool, with
+// fsync, side by side with etcdctl lock.
+
+func benchClient(b *testing.B) *clientv3.Client {
+	b.Helper()
+	return etcdtest.Start(b, etcdtest.Options{}).Client(b)
+}
+
+var benchSeq int
+
+func newCampaigner(b *testing.B, cli *clientv3.Client, prefix string, noWait bool) *campaign.Campaigner {
+	b.Helper()
+	benchSeq++
+	c, err := campaign.New(campaign.Config{
+		Client: cli, Prefix: prefix, ID: fmt.Sprintf("bench-%d", benchSeq),
+		TTL: time.Minute, Guard: 5 * time.Second, RequestTimeout: 10 * time.Second,
+		Now: supervisor.Now, NoWait: noWait,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
+// BenchmarkCampaignUncontended is an uncontended term from nothing to
+// leading and back: grant, campaign transaction, confirmation, revoke.
+func BenchmarkCampaignUncontended(b *testing.B) {
+	cli := benchClient(b)
+	c := newCampaigner(b, cli, "bench/uncontended", false)
+	ctx := b.Context()
+	for b.Loop() {
+		t, err := c.Campaign(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t.Revoke()
+	}
+}
+
+// BenchmarkHandoff is one graceful handoff inside one process: the leader
+// revokes, the waiter behind it sees the delete, checks the lease, looks
+// for other predecessors, confirms. A new waiter joins behind, untimed.
+func BenchmarkHandoff(b *testing.B) {
+	cli := benchClient(b)
+	ctx := b.Context()
+	const prefix = "bench/handoff"
+	won := make(chan *campaign.Term, 2)
+	failed := make(chan error, 2)
+	join := func() {
+		c := newCampaigner(b, cli, prefix, false)
+		go func() {
+			t, err := c.Campaign(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					failed <- err
+				}
+				return
+			}
+			won <- t
+		}()
+	}
+	next := func() *campaign.Term {
+		select {
+		case t := <-won:
+			return t
+		case err := <-failed:
+			b.Fatal(err)
+		case <-time.After(30 * time.Second):
+			b.Fatal("no leader after 30s")
+		}
+		return nil
+	}
+	queued := func(n int64) {
+		for {
+			resp, err := cli.Get(ctx, prefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+			if err != nil {
+				b.Fatal(err)
+			}
+			if resp.Count == n {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	join()
+	leader := next()
+	join()
+	queued(2)
+	for b.Loop() {
+		leader.Revoke()
+		leader = next()
+		b.StopTimer()
+		join()
+		queued(2)
+		b.StartTimer()
+	}
+	leader.Revoke()
+}
+
+// BenchmarkJoin is what a candidate costs to join a queue of N: grant, the
+// campaign transaction (which reads the whole queue, keys only), revoke.
+// It grows with N only through that read.
+func BenchmarkJoin(b *testing.B) {
+	cli := benchClient(b)
+	ctx := b.Context()
+	for _, n := range []int{5, 50, 500} {
+		prefix := fmt.Sprintf("bench/join-%d", n)
+		lease, err := cli.Grant(ctx, 3600)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range n {
+			if _, err := cli.Put(ctx, fmt.Sprintf("%s/%08x", prefix, i), "waiter", clientv3.WithLease(lease.ID)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Run(fmt.Sprintf("waiters=%d", n), func(b *testing.B) {
+			c := newCampaigner(b, cli, prefix, true)
+			for b.Loop() {
+				if _, err := c.Campaign(ctx); !errors.Is(err, campaign.ErrNotLeader) {
+					b.Fatalf("Campaign with %d ahead = %v, want ErrNotLeader", n, err)
+				}
+			}
+		})
+	}
+}
