@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -42,6 +43,9 @@ func newClient(cc connConfig) (*clientv3.Client, error) {
 		// The client's own logs would duplicate ours, at best.
 		Logger: zap.NewNop(),
 	}
+	if err := checkEndpoints(cc.endpoints); err != nil {
+		return nil, err
+	}
 	var unary []grpc.UnaryClientInterceptor
 	var stream []grpc.StreamClientInterceptor
 	tlsCfg, err := tlsConfig(cc)
@@ -70,6 +74,18 @@ func newClient(cc connConfig) (*clientv3.Client, error) {
 		return nil, fmt.Errorf("etcd client: %w", err)
 	}
 	return cli, nil
+}
+
+// checkEndpoints refuses credentials in an endpoint URL: they would reach
+// the logs and, through ETCDLEAD_ENDPOINTS, the child. The message shows the
+// URL with its password masked.
+func checkEndpoints(endpoints []string) error {
+	for _, e := range endpoints {
+		if u, err := url.Parse(e); err == nil && u.User != nil {
+			return fmt.Errorf("endpoint %s holds credentials: drop them from the URL and give --user and --password-file", u.Redacted())
+		}
+	}
+	return nil
 }
 
 // tlsConfig is nil when etcd is reached in plain text. It checks what can be
