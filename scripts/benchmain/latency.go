@@ -24,34 +24,44 @@ func (b *bench) order(i int) []*tool {
 // firstChild times an uncontended start: the exec of the supervisor to the
 // child's first instruction. Every run has an election of its own. Run -1
 // warms the page cache and is not counted.
-func (b *bench) firstChild(ctx context.Context, n int) (byTool, error) {
+func (b *bench) firstChild(ctx context.Context, n int) (byTool, map[string][]float64, error) {
 	res := byTool{}
+	commits := map[string][]float64{}
 	for i := -1; i < n; i++ {
 		for _, t := range b.order(i + 1) {
 			group := "ttfc-" + t.Key
 			id := fmt.Sprintf("%s/%d", group, i+1)
+			before, err := scrape(ctx, b.metricsURL)
+			if err != nil {
+				return nil, nil, err
+			}
 			t0 := mono()
 			c, err := b.spawn(t, fmt.Sprintf("ttfc-%s-%d", t.Key, i+1), 10, id)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			k, err := b.hub.NextStart(group, 30*time.Second)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", t.Name, err)
+				return nil, nil, fmt.Errorf("%s: %w", t.Name, err)
+			}
+			after, err := scrape(ctx, b.metricsURL)
+			if err != nil {
+				return nil, nil, err
 			}
 			if i >= 0 {
 				res[t.Key] = append(res[t.Key], time.Duration(k.Start-t0))
+				commits[t.Key] = append(commits[t.Key], delta{before, after}.sum("etcd_server_proposals_committed_total"))
 			}
 			k.Exit()
 			if err := c.Wait(15 * time.Second); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if err := pause(ctx, 30*time.Millisecond); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 	}
-	return res, nil
+	return res, commits, nil
 }
 
 func pause(ctx context.Context, d time.Duration) error {

@@ -203,7 +203,7 @@ func (b *bench) run() error {
 	r := &report{cfg: b.cfg, mach: mach, tools: b.tools}
 	if b.cfg.want("ttfc") {
 		b.say("time to first child: %d uncontended starts per tool, alternating", b.cfg.ttfcRuns)
-		if r.ttfc, err = b.firstChild(ctx, b.cfg.ttfcRuns); err != nil {
+		if r.ttfc, r.ttfcCommits, err = b.firstChild(ctx, b.cfg.ttfcRuns); err != nil {
 			return fmt.Errorf("time to first child: %w", err)
 		}
 	}
