@@ -56,6 +56,7 @@ func newClient(cc connConfig) (*clientv3.Client, error) {
 		g := newTLSGuard(cc)
 		cfg.DialOptions = append(cfg.DialOptions, grpc.WithTransportCredentials(g.creds(credentials.NewTLS(tlsCfg))))
 		unary = append(unary, g.unary)
+		stream = append(stream, g.stream)
 	}
 	if cc.user != "" {
 		if cc.password == "" {

@@ -43,7 +43,7 @@ func (g *tlsGuard) creds(c credentials.TransportCredentials) credentials.Transpo
 	return &guardedCreds{TransportCredentials: c, g: g}
 }
 
-// refused returns the refusal once every endpoint has refused and none has
+// refusedLocked returns the refusal once every endpoint has refused and none has
 // been accepted since.
 func (g *tlsGuard) refusedLocked() error {
 	if len(g.verdict) < g.endpoints {
@@ -94,6 +94,18 @@ func (g *tlsGuard) unary(ctx context.Context, method string, req, reply any, cc 
 		return r
 	}
 	return err
+}
+
+// stream refuses a new stream once every endpoint has refused. A stream
+// that is already waiting for a connection waits on until its context ends.
+func (g *tlsGuard) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	g.mu.Lock()
+	r := g.refusedLocked()
+	g.mu.Unlock()
+	if r != nil {
+		return nil, r
+	}
+	return streamer(ctx, desc, cc, method, opts...)
 }
 
 // explain turns a TLS error into a refusal, or returns nil for errors that

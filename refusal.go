@@ -65,6 +65,11 @@ func denied(user string, req any, err error) *refusal {
 	if user != "" {
 		who = fmt.Sprintf("etcd user %q", user)
 	}
+	if r, ok := req.(*pb.LeaseRevokeRequest); ok {
+		return refuse(codes.PermissionDenied, rpctypes.Error(err),
+			"permission denied: %s may not revoke lease %x, as its role does not cover the lease's key (%v): the lease will expire by itself",
+			who, r.ID, rpctypes.ErrorDesc(err))
+	}
 	key := requestKey(req)
 	if key == "" {
 		return refuse(codes.PermissionDenied, rpctypes.Error(err),
