@@ -88,7 +88,9 @@ func (r *runner) close() {
 func (r *runner) run(ctx context.Context) error {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = 500 * time.Millisecond
-	b.MaxInterval = 15 * time.Second
+	// Capped low: while it backs off, a candidate is not in the queue, and
+	// with every candidate backing off the election has no leader.
+	b.MaxInterval = 5 * time.Second
 	b.MaxElapsedTime = 0 // a daemon must outlive any etcd outage
 	r.log.Info("starting", "election", r.rc.election, "id", r.rc.id, "ttl", r.rc.timing.TTL,
 		"kill_timeout", r.rc.timing.KillTimeout, "fence_margin", r.rc.timing.FenceMargin,
