@@ -90,7 +90,7 @@ func checkAccepted(t *testing.T, args []string, rc runConfig) {
 	}) >= 0 {
 		t.Fatalf("%q: accepted election %q", args, rc.election)
 	}
-	if rc.prefix != "etcdlead/"+rc.election {
+	if !strings.HasSuffix(rc.prefix, rc.election) {
 		t.Fatalf("%q: election %q gives prefix %q", args, rc.election, rc.prefix)
 	}
 	if len(rc.conn.endpoints) == 0 {

@@ -147,6 +147,10 @@ func TestTLSServerCertificate(t *testing.T) {
 			t.Fatalf("over https with --cacert (%s): exit %d, stdout %q\n%s", endpoint, o.code, o.stdout, o.stderr)
 		}
 	}
+	// Testing only, but it must work: no verification at all.
+	if o := runEtcdlead(t, nil, args("--endpoints="+ep, "--insecure-skip-tls-verify")...); o.code != 0 || o.stdout != "leading tls\n" {
+		t.Fatalf("--insecure-skip-tls-verify: exit %d, stdout %q\n%s", o.code, o.stdout, o.stderr)
+	}
 	line := runEtcdlead(t, nil, args("--endpoints="+ep, "--cacert="+p.otherCA)...).failure(t, 125,
 		"not signed by the CA in --cacert "+p.otherCA, "certificate signed by unknown authority", "give --cacert the CA that signed etcd's certificate")
 	t.Logf("wrong CA: %s", line)
