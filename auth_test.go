@@ -229,3 +229,64 @@ func TestAuthClientDoesNotDialAtStart(t *testing.T) {
 		t.Fatalf("get with etcd down: %v (permanent %v), want a deadline that is retried", err, campaign.Permanent(err))
 	}
 }
+
+// A candidate whose permission is revoked while it waits gets 125 and a
+// "permission denied" line when it next needs the queue: not the conflict
+// code, as if another candidate led.
+func TestAuthPermissionRevokedWhileWaiting(t *testing.T) {
+	t.Parallel()
+	cluster, root := startAuthEtcd(t)
+	e := newEnv(t, cluster.Endpoints())
+	e.prefix = "etcdlead/"
+	pw := "--password-file=" + writeFile(t, "password", alicePassword)
+	flags := append([]string{"--election=reports", "--user=alice", pw}, fast...)
+	c1 := e.start("c1", flags, e.probe())
+	c1.out.waitFor(t, "c1", "ready", 0)
+	c2 := e.start("c2", flags, e.probe())
+	c2.log.waitFor(t, "c2", "waiting on predecessor", 0)
+	if _, err := root.RoleRevokePermission(ctxT(t), "etcdlead-reports", "etcdlead/reports/",
+		clientv3.GetPrefixRangeEnd("etcdlead/reports/")); err != nil {
+		t.Fatal(err)
+	}
+	c1.signal(t, syscall.SIGTERM)
+	c1.exit(t)
+	if code := c2.exit(t); code != 125 {
+		t.Errorf("c2 exit %d, want 125", code)
+	}
+	if _, ok := c2.log.find("permission denied"); !ok {
+		t.Errorf("c2 did not say permission denied:\n%s", c2.log)
+	}
+	if _, ok := c2.out.find("ready"); ok {
+		t.Error("c2 started a child without permission")
+	}
+	// c1 could not revoke its lease any more (etcd checks the lease's keys
+	// against the role), nor maybe c2: the keys go when the leases expire.
+	if _, ok := c1.log.find("may not revoke lease"); !ok {
+		t.Errorf("c1 did not explain its failed revoke:\n%s", c1.log)
+	}
+	waitEmpty(t, root, "etcdlead/")
+	nothingLeft(t, root, "etcdlead/")
+}
+
+// waitEmpty waits until no key is left under prefix, watching for deletes.
+func waitEmpty(t *testing.T, cli *clientv3.Client, prefix string) {
+	t.Helper()
+	ctx := ctxT(t)
+	for {
+		resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Count == 0 {
+			return
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		wch := cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1), clientv3.WithFilterPut())
+		select {
+		case <-wch:
+		case <-ctx.Done():
+			t.Fatalf("keys under %s still there after %s", prefix, safety)
+		}
+		cancel()
+	}
+}
