@@ -178,7 +178,7 @@ func (b *bench) handoffs(ctx context.Context, n, size int) (*handoffResult, erro
 		}
 	}()
 	for _, t := range b.tools {
-		p, err := b.newPool(ctx, t, "handoff", 10, size)
+		p, err := b.newPool(ctx, t, fmt.Sprintf("handoff-q%d", size), 10, size)
 		if err != nil {
 			return nil, err
 		}

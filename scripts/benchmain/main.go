@@ -1,7 +1,7 @@
 // Command benchmain is scripts/bench: etcdlead and etcdctl lock side by side,
 // on one etcd, in one run. From the module root:
 //
-//	scripts/bench            # the full run (about 6 minutes on 2 cores); writes BENCHMARKS.md
+//	scripts/bench            # the full run (about 4 minutes on 2 cores); writes BENCHMARKS.md
 //	scripts/bench -quick     # fewer samples, a 10 s idle window; prints the report
 //
 // It builds etcd, etcdctl (at the version pinned in go.mod), etcdlead (this
@@ -216,6 +216,13 @@ func (b *bench) run() error {
 		b.say("graceful handoff: %d per tool, %d candidates each, alternating", b.cfg.handoffRuns, b.cfg.queue)
 		if r.handoff, err = b.handoffs(ctx, b.cfg.handoffRuns, b.cfg.queue); err != nil {
 			return fmt.Errorf("handoff: %w", err)
+		}
+		if b.cfg.queue != 2 {
+			n := max(b.cfg.handoffRuns/3, 5)
+			b.say("graceful handoff: %d per tool, 2 candidates each (the waiter is always next in line)", n)
+			if r.handoff2, err = b.handoffs(ctx, n, 2); err != nil {
+				return fmt.Errorf("handoff: %w", err)
+			}
 		}
 	}
 	if b.cfg.want("failover") {

@@ -18,6 +18,7 @@ type report struct {
 	ttfcCommits map[string][]float64
 	startup     map[string]sample
 	handoff     *handoffResult
+	handoff2    *handoffResult // two candidates: the waiter is always next in line
 	failover    *failoverResult
 	cost        []*costRun
 	idle        *footprintResult
@@ -115,6 +116,15 @@ func (r *report) sectionHandoff(w func(string, ...any)) {
 			w(": median gap %s with one (%d), %s without (%d)", ms(with.median()), len(with), ms(without.median()), len(without))
 		}
 		w(".\n\n")
+	}
+	if h2 := r.handoff2; h2 != nil {
+		w("The same with **2 candidates** per election, where the one waiting is always next in line, against the %d above:\n\n", h.queue)
+		w("| candidates | handoffs per tool | etcdlead median | etcdctl lock median | etcdlead / etcdctl lock | standby keeper ready (etcdlead) |\n|---|---|---|---|---|---|\n")
+		for _, x := range []*handoffResult{h, h2} {
+			k, n, _, _ := x.standbySplit(lead)
+			w("| %d | %d | %s | %s | %s | %d of %d |\n", x.queue, len(x.gap[lead]), ms(x.gap[lead].median()), ms(x.gap[ctl].median()), ratio(x.gap[lead].median(), x.gap[ctl].median()), k, n)
+		}
+		w("\n")
 	}
 	var all histogram
 	all.add(h.fsync[lead])
@@ -448,7 +458,7 @@ func (r *report) sectionWhy(p func(string, ...any)) {
 		d := h.gap[lead].median() - h.gap[ctl].median()
 		p("**Handoff gap.** etcdlead's median is %s above etcdctl lock's. The two paths, step by step:\n\n", ms(d))
 		p("| step | etcdctl lock | etcdlead |\n|---|---|---|\n")
-		p("| the leader's child exits | `cmd.Run` returns in etcdctl | the keeper reaps it, sees its process group empty, reports over its pipe and exits; the supervisor waits for that |\n")
+		p("| the leader's child exits | `cmd.Run` returns in etcdctl | the keeper reaps it, sees its process group empty and reports to the supervisor over its pipe |\n")
 		p("| release | DeleteRange of the lock key: a commit | LeaseRevoke of the term's lease: a commit |\n")
 		p("| the next candidate wakes | watch event | watch event |\n")
 		p("| before starting | two linearizable Range reads | LeaseTimeToLive (the barrier: is the predecessor's lease gone?), a Range (is any predecessor left?), the confirmation Txn that re-puts its key: **a second commit** |\n")
@@ -464,9 +474,16 @@ func (r *report) sectionWhy(p func(string, ...any)) {
 			}
 			p(". ")
 		}
+		if h2 := r.handoff2; h2 != nil {
+			k2, n2, with2, _ := h2.standbySplit(lead)
+			if k2 > 0 {
+				with, k = with2, k2
+				p("With 2 candidates a standby keeper was ready in %d of %d handoffs. ", k2, n2)
+			}
+		}
 		if k > 0 {
 			gapWith := with.median()
-			p("Even with a standby keeper (median %s, %s etcdctl lock's) etcdlead does more on the path: the keeper's report and the supervisor's wait for it, a second commit, and two more reads, each a wake-up of another process or a round trip to etcd. ", ms(gapWith), ratio(gapWith, h.gap[ctl].median()))
+			p("Even with a standby keeper (median %s over %d handoffs, %s etcdctl lock's) etcdlead does more on the path: the keeper's report to the supervisor, a second commit, and two more reads, each a wake-up of another process or a round trip to etcd. ", ms(gapWith), len(with), ratio(gapWith, h.gap[ctl].median()))
 		}
 		p("Neither the barrier nor the keeper can go: they are what keeps two children from ever running at once.\n\n")
 	}

@@ -253,8 +253,25 @@ func describeMachine(root string, bins binaries, dataDir string, prebuilt bool) 
 		}
 	}
 	rev := cmdOut(root, "git", "rev-parse", "--short", "HEAD")
-	if cmdOut(root, "git", "status", "--porcelain", "--untracked-files=no") != "" {
-		rev += " with uncommitted changes"
+	// Only changes that reach the etcdlead binary count: its Go files
+	// (tests, scripts and testdata apart), go.mod, go.sum.
+	var dirty []string
+	for _, l := range strings.Split(cmdOut(root, "git", "status", "--porcelain"), "\n") {
+		if len(l) < 4 {
+			continue
+		}
+		path := strings.TrimSpace(l[3:])
+		if i := strings.Index(path, " -> "); i >= 0 {
+			path = path[i+4:]
+		}
+		code := strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") &&
+			!strings.HasPrefix(path, "scripts/") && !strings.HasPrefix(path, "testdata/") && !strings.HasPrefix(path, "internal/")
+		if code || path == "go.mod" || path == "go.sum" {
+			dirty = append(dirty, path)
+		}
+	}
+	if len(dirty) > 0 {
+		rev += " plus uncommitted changes to " + strings.Join(dirty, ", ")
 	}
 	m.Etcdlead = "commit " + rev
 	if prebuilt {
