@@ -23,14 +23,17 @@ const stableTerm = time.Minute
 var errStopped = errors.New("stopped by signal")
 
 type runner struct {
-	rc      runConfig
-	log     hclog.Logger
-	client  *clientv3.Client
-	camp    *campaign.Campaigner
-	sigs    *signals.Catcher
-	mon     *monitor
-	standby standby
-	closers []func()
+	rc     runConfig
+	log    hclog.Logger
+	client *clientv3.Client
+	camp   *campaign.Campaigner
+	sigs   *signals.Catcher
+	mon    *monitor
+	// waitUntil is when --wait ends: fixed at the first attempt of a
+	// campaign, not at each retry, and cleared after a term.
+	waitUntil time.Time
+	standby   standby
+	closers   []func()
 }
 
 func newRunner(rc runConfig) (*runner, error) {
@@ -106,6 +109,7 @@ func (r *runner) run(ctx context.Context) error {
 				return err
 			}
 		} else {
+			r.waitUntil = time.Time{}
 			started := time.Now()
 			end := r.lead(term)
 			if end.exit {
@@ -137,7 +141,7 @@ func (r *runner) campaignFailed(err error) (bool, error) {
 		return true, withCode(r.rc.conflictCode, fmt.Errorf("not leader (%s): another candidate leads %s", opt, r.rc.prefix))
 	case r.rc.noWait:
 		return true, failf("etcd at %v not reached within --dial-timeout %s (--no-wait): %v", r.rc.conn.endpoints, r.rc.conn.dialTimeout, err)
-	case r.rc.wait > 0 && errors.Is(err, context.DeadlineExceeded):
+	case r.rc.wait > 0 && !time.Now().Before(r.waitUntil):
 		return true, failf("etcd at %v unreachable for --wait %s: %v", r.rc.conn.endpoints, r.rc.wait, err)
 	}
 	r.log.Warn("campaign failed", "error", err, "endpoints", r.rc.conn.endpoints)
@@ -176,7 +180,10 @@ func (r *runner) campaign(ctx context.Context) (*campaign.Term, error) {
 	defer cancel()
 	switch {
 	case r.rc.wait > 0:
-		cctx, cancel = context.WithTimeout(cctx, r.rc.wait)
+		if r.waitUntil.IsZero() {
+			r.waitUntil = time.Now().Add(r.rc.wait)
+		}
+		cctx, cancel = context.WithDeadline(cctx, r.waitUntil)
 		defer cancel()
 	case r.rc.noWait:
 		// One attempt, bounded like every attempt by --dial-timeout.

@@ -95,7 +95,7 @@ func (t *Term) wait(ctx context.Context, preds []pred, rev int64) error {
 			}
 		}
 		if near, rev, err = t.nearest(ctx); err != nil {
-			return t.waitErr(ctx)
+			return t.waitErr(ctx, err)
 		}
 		// Every key ahead was in the transaction's answer, in order, so
 		// the nearest one's place there says how many are still ahead.
@@ -107,7 +107,10 @@ func (t *Term) wait(ctx context.Context, preds []pred, rev int64) error {
 }
 
 // waitErr turns the end of waiting into the error callers act on.
-func (t *Term) waitErr(ctx context.Context) error {
+func (t *Term) waitErr(ctx context.Context, errs ...error) error {
+	if ctx.Err() == nil && len(errs) > 0 && errs[0] != nil {
+		return errs[0] // permanent: retry gave up before ctx ended
+	}
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
 		return cause
 	}
@@ -190,7 +193,7 @@ func (t *Term) barrier(ctx context.Context, unresolved map[clientv3.LeaseID]pred
 		for {
 			gone, err := t.leaseGone(ctx, id)
 			if err != nil {
-				return t.waitErr(ctx)
+				return t.waitErr(ctx, err)
 			}
 			if gone {
 				break

@@ -79,7 +79,7 @@ func (t *Term) renewWhileWaiting(ctx context.Context, fail context.CancelCauseFu
 		case <-time.After(every):
 		}
 		if err := t.renewOnce(ctx, every); err != nil {
-			if errors.Is(err, ErrLeaseLost) {
+			if errors.Is(err, ErrLeaseLost) || Permanent(err) {
 				t.c.log.Warn("lease lost while waiting", "key", t.Key)
 				fail(err)
 				return
