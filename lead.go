@@ -98,7 +98,7 @@ func (r *runner) lead(term *campaign.Term) termEnd {
 // this term, else under a fresh keeper.
 func (r *runner) startChild(term *campaign.Term) (*supervisor.Child, error) {
 	log := r.log.Named("supervisor")
-	if p := r.standby.take(term.Key); p != nil {
+	if p := r.standby.take(); p != nil {
 		return p.Start(term.Deadline(), termEnv(r.rc, term), log)
 	}
 	spec := r.spec()

@@ -83,7 +83,7 @@ func (r *runner) close() {
 		r.closers[i]()
 	}
 	r.closers = nil
-	r.standby.take("")
+	r.standby.drop()
 }
 
 // run is the term loop (DESIGN.md step 10): campaign, lead, and unless the
@@ -190,12 +190,12 @@ func (r *runner) campaign(ctx context.Context) (*campaign.Term, error) {
 		cctx, cancel = context.WithTimeout(cctx, r.rc.conn.dialTimeout)
 		defer cancel()
 	}
+	if !r.rc.noWait {
+		r.prepare() // warms up while etcd is dialled
+	}
 	res := make(chan campaignResult, 1)
 	go func() {
 		t, err := r.camp.Campaign(cctx)
-		if err != nil {
-			r.standby.take("") // the term it was for is over
-		}
 		res <- campaignResult{t, err}
 	}()
 	for {

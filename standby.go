@@ -8,45 +8,58 @@ import (
 	"github.com/etcdlead/etcdlead/supervisor"
 )
 
-// standby holds a keeper started while this candidate is next in line, so
-// that winning costs a pipe message rather than an exec of etcdlead (about
-// 12 ms of process start and package initialisation on the handoff path).
-// Only the candidate at the front keeps one: a long queue does not pay for
-// idle keepers.
+// standby holds a keeper started ahead of need, so that winning costs a
+// pipe message rather than an exec of etcdlead (about 12 ms of process start
+// and package initialisation on the handoff path). A keeper carries nothing
+// of a term until it is started, so one serves any term. A campaign starts
+// one at once, so that it warms up while etcd is dialled; a candidate that
+// finds two or more ahead of it drops it until it is next in line, so a long
+// queue does not pay for idle keepers.
 type standby struct {
 	mu      sync.Mutex
-	key     string // the term it was prepared for
 	pending *supervisor.Pending
 }
 
-// Front implements campaign.Observer; it runs on the campaign's goroutine.
-func (r *runner) Front(key string) {
+// prepare starts a standby keeper unless one waits already.
+func (r *runner) prepare() {
+	r.standby.mu.Lock()
+	defer r.standby.mu.Unlock()
+	if r.standby.pending != nil {
+		return
+	}
 	p, err := supervisor.Prepare(r.spec())
 	if err != nil {
 		r.log.Debug("no standby keeper; starting one when elected", "error", err)
 		return
 	}
-	r.standby.mu.Lock()
-	old := r.standby.pending
-	r.standby.key, r.standby.pending = key, p
-	r.standby.mu.Unlock()
-	if old != nil {
-		old.Cancel()
+	r.standby.pending = p
+}
+
+// take hands over the standby keeper, if any.
+func (s *standby) take() *supervisor.Pending {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.pending
+	s.pending = nil
+	return p
+}
+
+// drop ends the standby keeper, if any.
+func (s *standby) drop() {
+	if p := s.take(); p != nil {
+		p.Cancel()
 	}
 }
 
-// take returns the standby keeper prepared for key, if any; one prepared for
-// another term is cancelled.
-func (s *standby) take(key string) *supervisor.Pending {
-	s.mu.Lock()
-	p, k := s.pending, s.key
-	s.pending, s.key = nil, ""
-	s.mu.Unlock()
-	if p != nil && k != key {
-		p.Cancel()
-		return nil
+// Front implements campaign.Observer: next in line.
+func (r *runner) Front(string) { r.prepare() }
+
+// Queued implements campaign.Observer.
+func (r *runner) Queued(key string, ahead int) {
+	r.mon.Queued(key)
+	if ahead >= 2 {
+		r.standby.drop()
 	}
-	return p
 }
 
 func (r *runner) spec() supervisor.Spec {
@@ -57,7 +70,6 @@ func (r *runner) spec() supervisor.Spec {
 	}
 }
 
-// Renewed, BarrierWait and Queued pass campaign events to the monitor.
+// Renewed and BarrierWait pass campaign events to the monitor.
 func (r *runner) Renewed(latency time.Duration, err error) { r.mon.Renewed(latency, err) }
 func (r *runner) BarrierWait()                             { r.mon.BarrierWait() }
-func (r *runner) Queued(key string)                        { r.mon.Queued(key) }

@@ -45,9 +45,9 @@ type Observer interface {
 	Renewed(latency time.Duration, err error)
 	// BarrierWait reports that a predecessor's lease outlived its key.
 	BarrierWait()
-	// Queued reports that this candidate's key is in etcd: connected and
-	// campaigning.
-	Queued(key string)
+	// Queued reports that this candidate's key is in etcd (connected and
+	// campaigning) with ahead candidates before it.
+	Queued(key string, ahead int)
 	// Front reports, once per term, that at most one candidate is ahead:
 	// this one is next, so work that a start needs can begin.
 	Front(key string)
@@ -105,7 +105,7 @@ func (c *Campaigner) Campaign(ctx context.Context) (*Term, error) {
 		return nil, err
 	}
 	if o := c.cfg.Observer; o != nil {
-		o.Queued(t.Key)
+		o.Queued(t.Key, len(preds))
 	}
 	if c.cfg.NoWait && len(preds) > 0 {
 		return nil, fmt.Errorf("%w: %s is ahead", ErrNotLeader, preds[0].key)
@@ -113,11 +113,18 @@ func (c *Campaigner) Campaign(ctx context.Context) (*Term, error) {
 	if len(preds) <= 1 {
 		t.front()
 	}
-	if err := t.wait(ctx, preds, rev); err != nil {
-		return nil, err
-	}
-	if err := t.confirm(ctx); err != nil {
-		return nil, err
+	if len(preds) == 0 {
+		// Nobody was ahead, so there is nothing to wait for or to vouch
+		// for (no key can be created before the first one): the
+		// transaction that created the key confirms it, and saves a commit.
+		t.watchRev = rev
+	} else {
+		if err := t.wait(ctx, preds, rev); err != nil {
+			return nil, err
+		}
+		if err := t.confirm(ctx); err != nil {
+			return nil, err
+		}
 	}
 	ok = true
 	c.log.Info("elected", "key", t.Key, "rev", t.Rev)

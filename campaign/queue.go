@@ -122,8 +122,9 @@ func (t *Term) waitErr(ctx context.Context, errs ...error) error {
 func (t *Term) waitDelete(ctx context.Context, p pred, rev int64) (vouched bool, err error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	wch := t.c.cfg.Client.Watch(wctx, p.key, clientv3.WithRev(rev+1),
-		clientv3.WithFilterPut(), clientv3.WithPrevKV())
+	// Puts are watched too: the predecessor's confirmation re-puts its key
+	// when it starts to lead, which makes this candidate the next one.
+	wch := t.c.cfg.Client.Watch(wctx, p.key, clientv3.WithRev(rev+1), clientv3.WithPrevKV())
 	for resp := range wch {
 		if err := resp.Err(); err != nil {
 			t.c.log.Debug("predecessor watch interrupted; looking again", "error", err)
@@ -132,6 +133,9 @@ func (t *Term) waitDelete(ctx context.Context, p pred, rev int64) (vouched bool,
 		for _, ev := range resp.Events {
 			if ev.Type == clientv3.EventTypeDelete {
 				return ev.PrevKv != nil && ev.PrevKv.ModRevision > ev.PrevKv.CreateRevision, nil
+			}
+			if ev.Kv.ModRevision > ev.Kv.CreateRevision {
+				t.front()
 			}
 		}
 	}
