@@ -488,12 +488,18 @@ func (r *report) sectionWhy(p func(string, ...any)) {
 		p("Neither the barrier nor the keeper can go: they are what keeps two children from ever running at once.\n\n")
 	}
 	if first && r.ttfc != nil {
+		cl, cc := medianF(r.ttfcCommits[lead]), medianF(r.ttfcCommits[ctl])
 		p("**Time to first child.** etcdctl lock: exec (%s of start-up) → connect → LeaseGrant → the lock's Txn → fork and exec of the command. ", startup(ctl))
-		p("etcdlead: exec (%s) → connect → LeaseGrant → the campaign Txn → the confirmation Txn → a keeper, which is a second exec of the etcdlead binary (another %s of start-up, on a machine with %d cores) → fork and exec of the command. ", startup(lead), startup(lead), r.mach.Cores)
-		p("Measured in this run: %g raft commits before the child runs against %g for etcdctl lock (median per start, at a WAL fsync mean of %s), and the keeper's start-up. ",
-			medianF(r.ttfcCommits[lead]), medianF(r.ttfcCommits[ctl]), r.fsyncMean())
-		p("When the campaign transaction finds no one ahead, the confirmation has nothing to vouch for — no key can ever be created before the first one — so it could be skipped, saving a commit; ")
-		p("and a keeper's start-up is mostly Go initialising the packages of the whole etcdlead binary, which a keeper built as its own small binary would not do.\n\n")
+		p("etcdlead: exec (%s) → connect → LeaseGrant → the campaign Txn", startup(lead))
+		if cl > cc {
+			p(" → the confirmation Txn")
+		}
+		p(" → the child's start through a keeper, which is a second exec of the etcdlead binary (another %s of start-up on a machine with %d cores, whether it starts ahead of need or not) → fork and exec of the command. ", startup(lead), r.mach.Cores)
+		p("Measured in this run: %g raft commits before the child runs against %g for etcdctl lock (median per start, at a WAL fsync mean of %s). ", cl, cc, r.fsyncMean())
+		if cl > cc {
+			p("When the campaign transaction finds no one ahead, the confirmation has nothing to vouch for (no key can ever be created before the first one), so it could be skipped. ")
+		}
+		p("The keeper's start-up is mostly Go initialising the packages of the whole etcdlead binary, which a keeper built as its own small binary would not do.\n\n")
 	}
 	if keeper && r.idle != nil {
 		p("**Keeper memory.** The keeper is etcdlead re-executed in a hidden mode, so Go initialises every package of the etcdlead binary — gRPC, etcd's protobuf descriptors, the CLI — before the keeper's own code runs, and that touches megabytes of the binary (RssFile in the table). ")
