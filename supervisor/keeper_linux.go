@@ -22,8 +22,9 @@ import (
 // KeeperArg is argv[1] of the hidden keeper mode of the etcdlead binary.
 const KeeperArg = "__etcdlead_keeper"
 
-// keeperTick bounds how late the fence can act after a suspend or a missed
-// timer: DESIGN.md asks for at most 50 ms; the fence margin covers it.
+// keeperTick is the poll interval for the end of the child's group after the
+// child exited, and the fence's tick where no boot-clock timer exists
+// (DESIGN.md asks for at most 50 ms; the fence margin covers it).
 const keeperTick = 25 * time.Millisecond
 
 // Descriptors the supervisor hands the keeper, after stdin, stdout, stderr.
@@ -147,24 +148,49 @@ type keeper struct {
 }
 
 func (k *keeper) loop(cmds <-chan command, reaped <-chan reapEvent, sigs <-chan os.Signal) {
+	timer, err := newBootTimer()
+	if err != nil {
+		k.log.Error("no boot-clock timer; checking the fence on a tick", "error", err)
+		k.tickLoop(cmds, reaped, sigs)
+		return
+	}
+	defer timer.close()
+	for {
+		timer.at(k.g.next())
+		// While the child is gone but not yet its whole group, look for the
+		// group's end on a short poll too: a member reaped by another
+		// member sends the keeper no event.
+		var poll <-chan time.Time
+		if k.g.childExit != nil {
+			poll = time.After(keeperTick)
+		}
+		select {
+		case c, ok := <-cmds:
+			k.command(c, ok, &cmds)
+		case ev, ok := <-reaped:
+			k.reaped(ev, ok, &reaped)
+		case s := <-sigs:
+			k.log.Debug("keeper ignores signal", "signal", s)
+		case <-timer.C:
+			k.fenceCheck()
+		case <-poll:
+		}
+		if k.g.childExit != nil && k.groupGone() {
+			return
+		}
+	}
+}
+
+// tickLoop is loop on a short tick, for kernels without timerfd.
+func (k *keeper) tickLoop(cmds <-chan command, reaped <-chan reapEvent, sigs <-chan os.Signal) {
 	tick := time.NewTicker(keeperTick)
 	defer tick.Stop()
 	for {
 		select {
 		case c, ok := <-cmds:
-			if !ok {
-				cmds = nil
-				k.log.Warn("supervisor gone; stopping the child", "pgid", k.pgid)
-				k.send(k.g.orphaned(Now()))
-				continue
-			}
-			k.apply(c)
+			k.command(c, ok, &cmds)
 		case ev, ok := <-reaped:
-			if !ok {
-				reaped = nil
-			} else if ev.pid == k.pid {
-				k.send(k.g.exited(Now(), ev.status))
-			}
+			k.reaped(ev, ok, &reaped)
 		case s := <-sigs:
 			k.log.Debug("keeper ignores signal", "signal", s)
 		case <-tick.C:
@@ -173,6 +199,24 @@ func (k *keeper) loop(cmds <-chan command, reaped <-chan reapEvent, sigs <-chan 
 		if k.g.childExit != nil && k.groupGone() {
 			return
 		}
+	}
+}
+
+func (k *keeper) command(c command, ok bool, cmds *<-chan command) {
+	if !ok {
+		*cmds = nil
+		k.log.Warn("supervisor gone; stopping the child", "pgid", k.pgid)
+		k.send(k.g.orphaned(Now()))
+		return
+	}
+	k.apply(c)
+}
+
+func (k *keeper) reaped(ev reapEvent, ok bool, reaped *<-chan reapEvent) {
+	if !ok {
+		*reaped = nil
+	} else if ev.pid == k.pid {
+		k.send(k.g.exited(Now(), ev.status))
 	}
 }
 

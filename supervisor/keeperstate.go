@@ -85,3 +85,27 @@ func (s *groupState) exitCode() int {
 	}
 	return ExitCode(*s.childExit)
 }
+
+// next is the boot-clock time of the next thing tick would do, or 0 when
+// nothing is scheduled: the keeper sleeps until then.
+func (s *groupState) next() time.Duration {
+	if s.killed {
+		return 0
+	}
+	var next time.Duration
+	consider := func(t time.Duration) {
+		if next == 0 || t < next {
+			next = max(t, 1) // 0 would disarm
+		}
+	}
+	if s.stopping {
+		consider(s.graceEnd)
+	}
+	if s.fence.Deadline != 0 {
+		if !s.stopping {
+			consider(s.fence.SignalAt())
+		}
+		consider(s.fence.KillAt())
+	}
+	return next
+}

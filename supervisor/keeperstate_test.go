@@ -122,3 +122,23 @@ func TestProtocolRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// The keeper sleeps until next: the fence's signal, then its SIGKILL, or the
+// end of a grace period, whichever comes first; nothing once killed.
+func TestNextWakeUp(t *testing.T) {
+	g := &groupState{fence: Fence{Deadline: 10_000 * ms, KillTimeout: 2000 * ms, Margin: 500 * ms}, killSignal: syscall.SIGTERM}
+	if got := g.next(); got != 7500*ms {
+		t.Fatalf("next = %v, want deadline-K-m", got)
+	}
+	g.stop(1000*ms, syscall.SIGTERM, ReasonStopped)
+	if got := g.next(); got != 3000*ms {
+		t.Fatalf("next while stopping = %v, want the grace end", got)
+	}
+	g.kill(ReasonStopped)
+	if got := g.next(); got != 0 {
+		t.Fatalf("next after SIGKILL = %v, want none", got)
+	}
+	if got := (&groupState{}).next(); got != 0 {
+		t.Fatalf("next without a deadline = %v, want none", got)
+	}
+}
