@@ -19,6 +19,9 @@ import (
 func (t *Term) Hold(ctx context.Context, onRenew func(deadline time.Duration)) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	if t.vouch {
+		go t.putVouch(ctx)
+	}
 	go func() { cancel(t.renewLoop(ctx, onRenew)) }()
 	go func() { cancel(t.watchKey(ctx)) }()
 	go func() { cancel(t.rereadLoop(ctx)) }()

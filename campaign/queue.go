@@ -71,10 +71,7 @@ func (t *Term) wait(ctx context.Context, preds []pred, rev int64) error {
 		unresolved[p.lease] = p
 		place[p.key] = i
 	}
-	var near *pred
-	if len(preds) > 0 {
-		near = &preds[len(preds)-1]
-	}
+	near := &preds[len(preds)-1]
 	for near != nil {
 		unresolved[near.lease] = *near
 		t.c.log.Info("waiting on predecessor", "key", near.key, "rev", near.rev)
@@ -82,6 +79,7 @@ func (t *Term) wait(ctx context.Context, preds []pred, rev int64) error {
 		if err != nil && ctx.Err() != nil {
 			return t.waitErr(ctx)
 		}
+		gone := make(chan bool, 1)
 		if err == nil {
 			if vouched {
 				for l, p := range unresolved {
@@ -90,18 +88,31 @@ func (t *Term) wait(ctx context.Context, preds []pred, rev int64) error {
 					}
 				}
 			}
-			if gone, err := t.leaseGone(ctx, near.lease); err == nil && gone {
-				delete(unresolved, near.lease)
-			}
+			// Both are reads: ask about the lease and look again at once.
+			go func(l clientv3.LeaseID) { ok, err := t.leaseGone(ctx, l); gone <- ok && err == nil }(near.lease)
+		} else {
+			gone <- false
 		}
-		if near, rev, err = t.nearest(ctx); err != nil {
-			return t.waitErr(ctx, err)
+		gonePred := near.lease
+		var lerr error
+		near, rev, lerr = t.look(ctx)
+		if <-gone {
+			delete(unresolved, gonePred)
+		}
+		if lerr != nil {
+			return t.waitErr(ctx, lerr)
 		}
 		// Every key ahead was in the transaction's answer, in order, so
 		// the nearest one's place there says how many are still ahead.
 		if near != nil && place[near.key] == 0 {
 			t.front()
 		}
+	}
+	if len(unresolved) == 0 {
+		// The last look found our key and nobody ahead, after the last
+		// predecessor's lease was seen gone: that look was the confirmation.
+		t.watchRev = rev
+		return nil
 	}
 	return t.barrier(ctx, unresolved)
 }
@@ -145,28 +156,38 @@ func (t *Term) waitDelete(ctx context.Context, p pred, rev int64) (vouched bool,
 	return false, errors.New("watch closed")
 }
 
-// nearest finds the predecessor with the highest create revision below
-// ours, retrying until ctx ends. It returns nil when none is left.
-func (t *Term) nearest(ctx context.Context) (*pred, int64, error) {
+// look reads, in one read-only transaction, whether our key is still ours
+// and which predecessor is nearest (the highest create revision below ours),
+// retrying until ctx ends. It returns nil when none is left, and an error
+// wrapping ErrKeyDeleted when our key is gone.
+func (t *Term) look(ctx context.Context) (*pred, int64, error) {
 	var p *pred
 	var rev int64
+	var mine bool
 	err := retry(ctx, func() error {
 		rctx, cancel := t.c.requestCtx(ctx)
 		defer cancel()
-		resp, err := t.c.cfg.Client.Get(rctx, t.c.cfg.Prefix+"/", clientv3.WithPrefix(),
-			clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(t.Rev-1), clientv3.WithLimit(1),
-			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend))
+		resp, err := t.c.cfg.Client.Txn(rctx).
+			If(clientv3.Compare(clientv3.CreateRevision(t.Key), "=", t.Rev)).
+			Then(clientv3.OpGet(t.c.cfg.Prefix+"/", clientv3.WithPrefix(),
+				clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(t.Rev-1), clientv3.WithLimit(1),
+				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend))).
+			Commit()
 		if err != nil {
 			return err
 		}
-		rev = resp.Header.Revision
-		p = nil
-		if len(resp.Kvs) > 0 {
-			q := predOf(resp.Kvs[0])
-			p = &q
+		rev, mine, p = resp.Header.Revision, resp.Succeeded, nil
+		if mine {
+			if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+				q := predOf(kvs[0])
+				p = &q
+			}
 		}
 		return nil
 	})
+	if err == nil && !mine {
+		err = fmt.Errorf("while waiting: %w", ErrKeyDeleted)
+	}
 	return p, rev, err
 }
 
@@ -219,9 +240,11 @@ func (t *Term) barrier(ctx context.Context, unresolved map[clientv3.LeaseID]pred
 	return nil
 }
 
-// confirm is step 5: our key must still be the one we created, and the fence
-// point must still be ahead. The re-put marks the key as past its barrier
-// for the candidate behind us (see wait).
+// confirm is step 5: the fence point must still be ahead, and, unless the
+// last look already confirmed it, our key must still be the one we created.
+// The re-put that marks the key as past its barrier for the candidate
+// behind us (see wait) is not on this path: Hold makes it once the child
+// runs.
 func (t *Term) confirm(ctx context.Context) error {
 	if t.c.cfg.Now()+t.c.cfg.Guard >= t.Deadline() {
 		if err := t.renewOnce(ctx, t.c.cfg.RequestTimeout); err != nil {
@@ -231,18 +254,35 @@ func (t *Term) confirm(ctx context.Context) error {
 			return fmt.Errorf("confirm: fence point already passed: %w", ErrLeaseLost)
 		}
 	}
+	t.vouch = true
+	if t.watchRev != 0 {
+		return nil
+	}
 	rctx, cancel := t.c.requestCtx(ctx)
 	defer cancel()
-	resp, err := t.c.cfg.Client.Txn(rctx).
-		If(clientv3.Compare(clientv3.CreateRevision(t.Key), "=", t.Rev)).
-		Then(clientv3.OpPut(t.Key, t.c.cfg.ID, clientv3.WithLease(t.Lease))).
-		Commit()
+	resp, err := t.c.cfg.Client.Get(rctx, t.Key)
 	if err != nil {
 		return fmt.Errorf("confirm: %w", err)
 	}
-	if !resp.Succeeded {
+	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != t.Rev {
 		return fmt.Errorf("confirm: %w while waiting", ErrKeyDeleted)
 	}
 	t.watchRev = resp.Header.Revision
 	return nil
+}
+
+// putVouch re-puts the key, unchanged, so that its mod revision passes its
+// create revision: the mark that this term passed its barrier, which lets
+// the candidate behind skip checking every lease before ours. Failing to
+// put it is safe: the candidate behind then checks those leases itself.
+func (t *Term) putVouch(ctx context.Context) {
+	rctx, cancel := t.c.requestCtx(ctx)
+	defer cancel()
+	_, err := t.c.cfg.Client.Txn(rctx).
+		If(clientv3.Compare(clientv3.CreateRevision(t.Key), "=", t.Rev)).
+		Then(clientv3.OpPut(t.Key, t.c.cfg.ID, clientv3.WithLease(t.Lease))).
+		Commit()
+	if err != nil && ctx.Err() == nil {
+		t.c.log.Debug("could not mark the key as past its barrier", "error", err)
+	}
 }

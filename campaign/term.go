@@ -23,6 +23,7 @@ type Term struct {
 	dl       atomic.Int64 // boot-clock deadline, see Deadline
 	revoked  atomic.Bool
 	fronted  bool
+	vouch    bool // Hold re-puts the key (see putVouch)
 }
 
 func (t *Term) front() {
