@@ -325,7 +325,21 @@ func (r *report) sectionCost(w func(string, ...any)) {
 		met = met && hi-lo <= 1
 	}
 	r.addTarget("etcd requests per handoff the same (±1) for 5, 50 and 500 waiters", "etcdlead, median per handoff, "+strings.Join(parts, "; "), met, "the medians differ by more than 1")
-	w("The waiters' numbers do not change the cost: each waiter watches only the key just ahead of it, so a handoff wakes one waiter (one watch event) whatever the queue length; the same holds for etcdctl lock's recipe. ")
+	events := func(tool string) string {
+		var v []float64
+		for _, c := range r.cost {
+			if c.Tool == tool {
+				m, _, _ := c.stat("events")
+				v = append(v, m)
+			}
+		}
+		lo, hi := minMaxF(v)
+		if lo == hi {
+			return fmt.Sprintf("%g", lo)
+		}
+		return fmt.Sprintf("%g to %g", lo, hi)
+	}
+	w("The number of waiters does not change the cost: each waiter watches only the key just ahead of it, so a handoff sends %s watch event(s) for etcdlead and %s for etcdctl lock's recipe, whatever the queue length, and the requests per handoff stay the same. ", events(lead), events(ctl))
 	w("In-process rows count one or two Watch messages more than process rows: a process whose last watch ends closes its watch stream (no message), while campaigners sharing a client's stream cancel their watches with a message.\n\n")
 }
 
@@ -381,6 +395,23 @@ func (r *report) sectionFootprint(w func(string, ...any)) {
 		w("| %d s | %s | %s | %s | %s | %s | %s |\n", ttl, ratioF(lr[0], lr[1]), ratioF(lu[0], lu[1]), ratioF(fr[0], fr[1]), ratioF(fu[0], fu[1]), ratioF(lc[0], lc[1]), ratioF(fc[0], fc[1]))
 	}
 	w("\nCPU ratios use the threads' schedstat (ns); the tick-based figures are too coarse for a ratio of idle processes.\n\n")
+	// The supervisor's own renewals, at the shortest TTL measured.
+	short := r.cfg.idleTTLs[len(r.cfg.idleTTLs)-1]
+	if sl, cl := get0(f.rows, "etcdlead", "leader", short), get0(f.rows, "etcdctl lock", "leader", short); sl != nil && cl != nil && sl.Sched > 2*cl.Sched {
+		w("At TTL %d s an idle etcdlead supervisor uses %s the CPU of an idle etcdctl lock: it renews every min(TTL/10, 1 s) where etcdctl lock renews every TTL/3 (DESIGN.md: the fence deadline counts from the last renewal's send time, so renewals set the outage tolerance)", short, ratio(sl.Sched, cl.Sched))
+		streams, renewals := 0.0, 0.0
+		for _, c := range r.cost {
+			if c.Tool == lead {
+				s, _, _ := c.stat("streams LeaseKeepAlive")
+				k, _, _ := c.stat("req LeaseKeepAlive")
+				streams, renewals = streams+s, renewals+k
+			}
+		}
+		if renewals > 0 && streams >= renewals {
+			w(", and each renewal opens a LeaseKeepAlive stream of its own (section 4: one stream opened per renewal), where etcdctl lock keeps one stream open")
+		}
+		w(".\n\n")
+	}
 	var keeperCPU, leaderCPU time.Duration
 	for _, x := range f.rows {
 		if x.Tool == "etcdlead" && x.TTL == r.cfg.idleTTLs[0] {
@@ -474,7 +505,7 @@ func (r *report) sectionWhy(p func(string, ...any)) {
 			}
 			p(". ")
 		}
-		if h2 := r.handoff2; h2 != nil {
+		if h2 := r.handoff2; h2 != nil && k < n {
 			k2, n2, with2, _ := h2.standbySplit(lead)
 			if k2 > 0 {
 				with, k = with2, k2
@@ -534,4 +565,13 @@ func (r *report) fsyncMean() string {
 	all.add(r.handoff.fsync[lead])
 	all.add(r.handoff.fsync[ctl])
 	return msf(all.mean())
+}
+
+func get0(rows []footprintRow, tool, role string, ttl int) *footprintRow {
+	for i := range rows {
+		if rows[i].Tool == tool && rows[i].Role == role && rows[i].TTL == ttl {
+			return &rows[i]
+		}
+	}
+	return nil
 }
