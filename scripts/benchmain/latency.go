@@ -158,9 +158,10 @@ func (p *pool) close() {
 
 type handoffResult struct {
 	gap     byTool
-	standby map[string][]bool    // the next leader's keeper was running before the handoff began
-	fsync   map[string]histogram // WAL fsyncs inside the handoff windows
-	commits map[string][]float64 // raft proposals committed per window
+	standby map[string][]bool               // the next leader's keeper was running before the handoff began
+	fsync   map[string]histogram            // WAL fsyncs inside the handoff windows
+	commits map[string][]float64            // raft proposals committed per window
+	counts  map[string][]map[string]float64 // etcd's counts per window, as handoffCounts
 	queue   int
 }
 
@@ -170,7 +171,7 @@ type handoffResult struct {
 // window, from the request to the next child's start, is also bracketed by
 // scrapes of etcd's metrics, for the WAL fsyncs inside it.
 func (b *bench) handoffs(ctx context.Context, n, size int) (*handoffResult, error) {
-	res := &handoffResult{gap: byTool{}, standby: map[string][]bool{}, fsync: map[string]histogram{}, commits: map[string][]float64{}, queue: size}
+	res := &handoffResult{gap: byTool{}, standby: map[string][]bool{}, fsync: map[string]histogram{}, commits: map[string][]float64{}, counts: map[string][]map[string]float64{}, queue: size}
 	pools := map[string]*pool{}
 	defer func() {
 		for _, p := range pools {
@@ -225,6 +226,7 @@ func (b *bench) handoffs(ctx context.Context, n, size int) (*handoffResult, erro
 			h.add(d.histogram("etcd_disk_wal_fsync_duration_seconds"))
 			res.fsync[t.Key] = h
 			res.commits[t.Key] = append(res.commits[t.Key], d.sum("etcd_server_proposals_committed_total"))
+			res.counts[t.Key] = append(res.counts[t.Key], handoffCounts(d))
 			if c := p.cands[old.ID]; c != nil {
 				if err := c.Wait(15 * time.Second); err != nil {
 					return nil, err

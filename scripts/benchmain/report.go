@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strings"
 	"time"
 )
@@ -168,7 +169,7 @@ func (r *report) sectionFailover(w func(string, ...any)) {
 	w("| **etcdlead / etcdctl lock** | | %s | %s | | | | |\n\n", ratio(a.median(), c.median()), ratio(a.max(), c.max()))
 	w("Both successors wait for the dead leader's lease to expire in etcd, which checks for expired leases every 500 ms. ")
 	w("etcdctl lock's session renews every TTL/3, etcdlead's leader every min(TTL/10, 1 s), so at the moment of a crash etcdlead's lease has more of its TTL left: ")
-	w("between %s and %s, against between %s and %s for etcdctl lock. etcdlead then asks whether the lease is gone (LeaseTimeToLive: only a gone lease proves the old child stopped) and commits its confirmation before starting. ",
+	w("between %s and %s, against between %s and %s for etcdctl lock. etcdlead then asks whether the lease is gone (LeaseTimeToLive: only a gone lease proves the old child stopped) before starting. ",
 		ms(ttl-min(ttl/10, time.Second)), ms(ttl), ms(ttl*2/3), ms(ttl))
 	w("What etcdctl lock gains there, it gains by starting a second child while the first still runs.\n\n")
 	r.addTarget("crash failover median ≤ TTL + 0.6 s (TTL 2 s)", fmt.Sprintf("%s (TTL %s); etcdctl lock %s", ms(a.median()), signed(a.median()-ttl), ms(c.median())),
@@ -490,13 +491,12 @@ func (r *report) sectionWhy(p func(string, ...any)) {
 		p("**Handoff gap.** etcdlead's median is %s above etcdctl lock's. The two paths, step by step:\n\n", ms(d))
 		p("| step | etcdctl lock | etcdlead |\n|---|---|---|\n")
 		p("| the leader's child exits | `cmd.Run` returns in etcdctl | the keeper reaps it, sees its process group empty and reports to the supervisor over its pipe |\n")
-		p("| release | DeleteRange of the lock key: a commit | LeaseRevoke of the term's lease: a commit |\n")
-		p("| the next candidate wakes | watch event | watch event |\n")
-		p("| before starting | two linearizable Range reads | LeaseTimeToLive (the barrier: is the predecessor's lease gone?), a Range (is any predecessor left?), the confirmation Txn that re-puts its key: **a second commit** |\n")
+		p("| etcd requests in the handoff window (median per handoff, this run; the window closes with a read of etcd's metrics issued as the next child starts, so a new leader's first requests after its start may fall in) | %s | %s |\n", h.requestList(ctl), h.requestList(lead))
+		p("| raft commits in the window | %g | %g |\n", medianF(h.commits[ctl]), medianF(h.commits[lead]))
+		p("| the next candidate wakes | watch event on the key ahead | watch event on the key ahead |\n")
 		p("| start | fork and exec of the command | a standby keeper, if one runs, forks and execs the command on a pipe message; otherwise **exec of a keeper** first — the etcdlead binary, start-up %s in this run against %s for the child |\n\n", startup(lead), startup("child"))
 		k, n, with, without := h.standbySplit(lead)
-		p("Measured in this run: %.0f against %.0f raft commits per handoff, at a WAL fsync mean of %s; a standby keeper was ready in %d of %d handoffs. ",
-			medianF(h.commits[lead]), medianF(h.commits[ctl]), msf(all.mean()), k, n)
+		p("The WAL fsync mean in these windows was %s; a standby keeper was ready in %d of %d handoffs. ", msf(all.mean()), k, n)
 		if k < n {
 			p("A candidate starts a standby keeper once it learns that it is next in line; in %d of %d handoffs the winner had not, ", n-k, n)
 			p("and the handoff waited for a keeper's exec, about one start-up of the etcdlead binary (%s)", startup(lead))
@@ -514,7 +514,7 @@ func (r *report) sectionWhy(p func(string, ...any)) {
 		}
 		if k > 0 {
 			gapWith := with.median()
-			p("Even with a standby keeper (median %s over %d handoffs, %s etcdctl lock's) etcdlead does more on the path: the keeper's report to the supervisor, a second commit, and two more reads, each a wake-up of another process or a round trip to etcd. ", ms(gapWith), len(with), ratio(gapWith, h.gap[ctl].median()))
+			p("With a standby keeper (median %s over %d handoffs, %s etcdctl lock's) etcdlead still does more on the path: the keeper's report to the supervisor and the supervisor's message to the next keeper, two process wake-ups that etcdctl lock does not have, and the requests above, each a round trip to etcd and a commit a WAL fsync. ", ms(gapWith), len(with), ratio(gapWith, h.gap[ctl].median()))
 		}
 		p("Neither the barrier nor the keeper can go: they are what keeps two children from ever running at once.\n\n")
 	}
@@ -574,4 +574,36 @@ func get0(rows []footprintRow, tool, role string, ttl int) *footprintRow {
 		}
 	}
 	return nil
+}
+
+// requestList names the requests etcd handled in tool's handoff windows,
+// with the median count of each.
+func (h *handoffResult) requestList(tool string) string {
+	keys := map[string]bool{}
+	for _, c := range h.counts[tool] {
+		for k, v := range c {
+			if strings.HasPrefix(k, "req ") && v > 0 {
+				keys[k] = true
+			}
+		}
+	}
+	var names []string
+	for k := range keys {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var parts []string
+	for _, k := range names {
+		var v []float64
+		for _, c := range h.counts[tool] {
+			v = append(v, c[k])
+		}
+		if m := medianF(v); m > 0 {
+			parts = append(parts, fmt.Sprintf("%s %g", strings.TrimPrefix(k, "req "), m))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
