@@ -514,7 +514,7 @@ func (r *report) sectionWhy(p func(string, ...any)) {
 		}
 		if k > 0 {
 			gapWith := with.median()
-			p("With a standby keeper (median %s over %d handoffs, %s etcdctl lock's) etcdlead still does more on the path: the keeper's report to the supervisor and the supervisor's message to the next keeper, two process wake-ups that etcdctl lock does not have, and the requests above, each a round trip to etcd and a commit a WAL fsync. ", ms(gapWith), len(with), ratio(gapWith, h.gap[ctl].median()))
+			p("With a standby keeper (median %s over %d handoffs, %s etcdctl lock's) etcdlead still does more on the path: the keeper's report to the supervisor and the supervisor's message to the next keeper, two process wake-ups that etcdctl lock does not have, and the requests above: each a round trip to etcd, and each commit a WAL fsync. ", ms(gapWith), len(with), ratio(gapWith, h.gap[ctl].median()))
 		}
 		p("Neither the barrier nor the keeper can go: they are what keeps two children from ever running at once.\n\n")
 	}
