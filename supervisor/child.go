@@ -192,22 +192,29 @@ func readStarted(status *bufio.Scanner) (int, error) {
 // keeper died without a report; then it SIGKILLs the group itself, because
 // without the keeper nobody else would.
 func (c *Child) wait(keeper *exec.Cmd, status *bufio.Scanner, r *os.File) {
-	res := Result{Code: 128 + int(syscall.SIGKILL), Reason: ReasonKeeperLost}
-	for status.Scan() {
+	published := false
+	for !published && status.Scan() {
 		f := strings.Fields(status.Text())
 		if len(f) == 3 && f[0] == msgExit {
-			code, err := strconv.Atoi(f[1])
-			if err == nil {
-				res = Result{Code: code, Reason: Reason(f[2])}
+			if code, err := strconv.Atoi(f[1]); err == nil {
+				// The keeper reports only once the group is gone, so the
+				// result is final now; its own exit can follow in its time,
+				// off the path to the revoke.
+				c.publish(Result{Code: code, Reason: Reason(f[2])})
+				published = true
 			}
 		}
 	}
 	r.Close()
 	werr := keeper.Wait()
-	if res.Reason == ReasonKeeperLost {
+	if !published {
 		c.log.Error("keeper died without a report; killing the child's group", "pgid", c.pid, "error", werr)
 		_ = syscall.Kill(-c.pid, syscall.SIGKILL)
+		c.publish(Result{Code: 128 + int(syscall.SIGKILL), Reason: ReasonKeeperLost})
 	}
+}
+
+func (c *Child) publish(res Result) {
 	c.mu.Lock()
 	c.res = res
 	c.ctrl.Close()
