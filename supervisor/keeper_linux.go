@@ -149,14 +149,23 @@ type keeper struct {
 
 func (k *keeper) loop(cmds <-chan command, reaped <-chan reapEvent, sigs <-chan os.Signal) {
 	timer, err := newBootTimer()
+	var tick *time.Ticker
 	if err != nil {
 		k.log.Error("no boot-clock timer; checking the fence on a tick", "error", err)
-		k.tickLoop(cmds, reaped, sigs)
-		return
+		tick = time.NewTicker(keeperTick)
+		defer tick.Stop()
+	} else {
+		defer timer.close()
 	}
-	defer timer.close()
 	for {
-		timer.at(k.g.next())
+		var wake <-chan struct{}
+		var ticks <-chan time.Time
+		if timer != nil {
+			timer.at(k.g.next())
+			wake = timer.C
+		} else {
+			ticks = tick.C
+		}
 		// While the child is gone but not yet its whole group, look for the
 		// group's end on a short poll too: a member reaped by another
 		// member sends the keeper no event.
@@ -171,30 +180,11 @@ func (k *keeper) loop(cmds <-chan command, reaped <-chan reapEvent, sigs <-chan 
 			k.reaped(ev, ok, &reaped)
 		case s := <-sigs:
 			k.log.Debug("keeper ignores signal", "signal", s)
-		case <-timer.C:
+		case <-wake:
+			k.fenceCheck()
+		case <-ticks:
 			k.fenceCheck()
 		case <-poll:
-		}
-		if k.g.childExit != nil && k.groupGone() {
-			return
-		}
-	}
-}
-
-// tickLoop is loop on a short tick, for kernels without timerfd.
-func (k *keeper) tickLoop(cmds <-chan command, reaped <-chan reapEvent, sigs <-chan os.Signal) {
-	tick := time.NewTicker(keeperTick)
-	defer tick.Stop()
-	for {
-		select {
-		case c, ok := <-cmds:
-			k.command(c, ok, &cmds)
-		case ev, ok := <-reaped:
-			k.reaped(ev, ok, &reaped)
-		case s := <-sigs:
-			k.log.Debug("keeper ignores signal", "signal", s)
-		case <-tick.C:
-			k.fenceCheck()
 		}
 		if k.g.childExit != nil && k.groupGone() {
 			return
