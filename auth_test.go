@@ -144,15 +144,7 @@ func TestAuthPasswordSourcesAndRefusals(t *testing.T) {
 // the resign-request key, and the handover.
 func TestAuthRoleCoversWholeElection(t *testing.T) {
 	t.Parallel()
-	cluster, root := startAuthEtcd(t)
-	e := newEnv(t, cluster.Endpoints())
-	e.prefix = "etcdlead/"
-	pw := "--password-file=" + writeFile(t, "password", alicePassword)
-	flags := append([]string{"--election=reports", "--user=alice", pw}, fast...)
-	c1 := e.start("c1", flags, e.probe())
-	c1.out.waitFor(t, "c1", "ready", 0)
-	c2 := e.start("c2", flags, e.probe())
-	c2.log.waitFor(t, "c2", "waiting on predecessor", 0)
+	root, e, pw, c1, c2 := aliceLeaderAndWaiter(t)
 	out, errs, code := e.etcdleadCmd("resign", "--election=reports", "--user=alice", pw)
 	if code != 0 || !strings.Contains(out, "c1 stepped down") {
 		t.Fatalf("resign as alice: exit %d, %q %q", code, out, errs)
@@ -235,15 +227,7 @@ func TestAuthClientDoesNotDialAtStart(t *testing.T) {
 // code, as if another candidate led.
 func TestAuthPermissionRevokedWhileWaiting(t *testing.T) {
 	t.Parallel()
-	cluster, root := startAuthEtcd(t)
-	e := newEnv(t, cluster.Endpoints())
-	e.prefix = "etcdlead/"
-	pw := "--password-file=" + writeFile(t, "password", alicePassword)
-	flags := append([]string{"--election=reports", "--user=alice", pw}, fast...)
-	c1 := e.start("c1", flags, e.probe())
-	c1.out.waitFor(t, "c1", "ready", 0)
-	c2 := e.start("c2", flags, e.probe())
-	c2.log.waitFor(t, "c2", "waiting on predecessor", 0)
+	root, _, _, c1, c2 := aliceLeaderAndWaiter(t)
 	if _, err := root.RoleRevokePermission(ctxT(t), "etcdlead-reports", "etcdlead/reports/",
 		clientv3.GetPrefixRangeEnd("etcdlead/reports/")); err != nil {
 		t.Fatal(err)
@@ -289,4 +273,20 @@ func waitEmpty(t *testing.T, cli *clientv3.Client, prefix string) {
 		}
 		cancel()
 	}
+}
+
+// aliceLeaderAndWaiter starts an etcd with auth and, as user alice, a
+// leader c1 and a waiter c2 in election "reports".
+func aliceLeaderAndWaiter(t *testing.T) (*clientv3.Client, *env, string, *candidate, *candidate) {
+	t.Helper()
+	cluster, root := startAuthEtcd(t)
+	e := newEnv(t, cluster.Endpoints())
+	e.prefix = "etcdlead/"
+	pw := "--password-file=" + writeFile(t, "password", alicePassword)
+	flags := append([]string{"--election=reports", "--user=alice", pw}, fast...)
+	c1 := e.start("c1", flags, e.probe())
+	c1.out.waitFor(t, "c1", "ready", 0)
+	c2 := e.start("c2", flags, e.probe())
+	c2.log.waitFor(t, "c2", "waiting on predecessor", 0)
+	return root, e, pw, c1, c2
 }

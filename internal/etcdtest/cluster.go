@@ -74,17 +74,28 @@ func Start(tb testing.TB, opts Options) *Cluster {
 	// Registered before any process exists so that a Fatal below still
 	// leaves nothing running.
 	tb.Cleanup(c.destroy)
+	c.startWithRetries(tb, fmt.Sprintf("a %d-member cluster", n), func() error {
+		return c.tryStart(bin, base, n, opts.ExtraArgs)
+	})
+	return c
+}
+
+// startWithRetries runs try until it succeeds; a try that failed because
+// etcd exited (another process took a chosen port) is retried on new ports,
+// up to startAttempts. The logs of a failed try are kept in the test's log.
+func (c *Cluster) startWithRetries(tb testing.TB, what string, try func() error) {
+	tb.Helper()
 	for attempt := 1; ; attempt++ {
-		err := c.tryStart(bin, base, n, opts.ExtraArgs)
+		err := try()
 		if err == nil {
-			return c
+			return
 		}
 		for _, m := range c.Members() {
 			tb.Logf("etcdtest: log of %s:\n%s", m.name, logTail(m.logPath, logTailBytes))
 		}
 		c.destroy()
 		if !errors.Is(err, errExited) || attempt == startAttempts {
-			tb.Fatalf("etcdtest: start of a %d-member cluster failed (attempt %d): %v", n, attempt, err)
+			tb.Fatalf("etcdtest: start of %s failed (attempt %d): %v", what, attempt, err)
 		}
 		tb.Logf("etcdtest: start attempt %d failed: %v; retrying on new ports", attempt, err)
 	}

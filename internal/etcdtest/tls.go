@@ -3,7 +3,6 @@ package etcdtest
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -36,20 +35,13 @@ func StartTLS(tb testing.TB, opts Options, t TLS) (*Cluster, string) {
 	}
 	c := &Cluster{}
 	tb.Cleanup(c.destroy)
-	for attempt := 1; ; attempt++ {
-		endpoint, err := c.tryStartTLS(bin, base, opts.ExtraArgs, t)
-		if err == nil {
-			return c, endpoint
-		}
-		for _, m := range c.Members() {
-			tb.Logf("etcdtest: log of %s:\n%s", m.name, logTail(m.logPath, logTailBytes))
-		}
-		c.destroy()
-		if !errors.Is(err, errExited) || attempt == startAttempts {
-			tb.Fatalf("etcdtest: start of a TLS member failed (attempt %d): %v", attempt, err)
-		}
-		tb.Logf("etcdtest: start attempt %d failed: %v; retrying on new ports", attempt, err)
-	}
+	var endpoint string
+	c.startWithRetries(tb, "a TLS member", func() error {
+		var err error
+		endpoint, err = c.tryStartTLS(bin, base, opts.ExtraArgs, t)
+		return err
+	})
+	return c, endpoint
 }
 
 func (c *Cluster) tryStartTLS(bin, base string, extraArgs []string, t TLS) (string, error) {
