@@ -22,8 +22,9 @@ const (
 )
 
 // startAuthEtcd starts etcd with auth enabled and a user alice whose role
-// may read and write only election "reports": the prefix etcdlead/reports/
-// and the resign-request key etcdlead/reports.resign, as the README's
+// may read and write only election "reports": the queue prefix
+// etcdlead/reports/, the sentinel prefix etcdlead/reports.lease/ and the
+// resign-request key etcdlead/reports.resign, as the README's
 // "Running against a secured etcd" sets them up. It returns the cluster and
 // a root client.
 func startAuthEtcd(t *testing.T) (*etcdtest.Cluster, *clientv3.Client) {
@@ -38,6 +39,11 @@ func startAuthEtcd(t *testing.T) (*etcdtest.Cluster, *clientv3.Client) {
 		func() error {
 			_, err := c.RoleGrantPermission(ctx, "etcdlead-reports", "etcdlead/reports/",
 				clientv3.GetPrefixRangeEnd("etcdlead/reports/"), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error {
+			_, err := c.RoleGrantPermission(ctx, "etcdlead-reports", "etcdlead/reports.lease/",
+				clientv3.GetPrefixRangeEnd("etcdlead/reports.lease/"), clientv3.PermissionType(clientv3.PermReadWrite))
 			return err
 		},
 		func() error {
@@ -118,7 +124,7 @@ func TestAuthPasswordSourcesAndRefusals(t *testing.T) {
 
 	line := run(nil, "--user=alice", "--password-file="+pwFile, "--election=other").failure(t, 125,
 		"permission denied", `etcd user "alice" may not use key "etcdlead/other/`,
-		`readwrite on prefix "etcdlead/other/" and on key "etcdlead/other.resign"`)
+		`readwrite on prefix "etcdlead/other/", on prefix "etcdlead/other.lease/" and on key "etcdlead/other.resign"`)
 	t.Logf("another election: %s", line)
 	nothingLeft(t, root, "etcdlead/")
 
@@ -289,4 +295,24 @@ func aliceLeaderAndWaiter(t *testing.T) (*clientv3.Client, *env, string, *candid
 	c2 := e.start("c2", flags, e.probe())
 	c2.log.waitFor(t, "c2", "waiting on predecessor", 0)
 	return root, e, pw, c1, c2
+}
+
+// A role that may not read the resign-request key: the candidate needs it
+// (it watches for requests from its first transaction on), so the refusal
+// is one line and 125 before any child starts, not a child stopped at once
+// after every start.
+func TestAuthRoleWithoutResignKeyIsRefused(t *testing.T) {
+	t.Parallel()
+	cluster, root := startAuthEtcd(t)
+	if _, err := root.RoleRevokePermission(ctxT(t), "etcdlead-reports", "etcdlead/reports.resign", ""); err != nil {
+		t.Fatal(err)
+	}
+	pw := "--password-file=" + writeFile(t, "password", alicePassword)
+	o := runEtcdlead(t, nil, "run", "--endpoints="+cluster.Endpoints()[0], "--election=reports", "--user=alice", pw,
+		"--ttl=2s", "--", "sh", "-c", "echo started")
+	o.failure(t, 125, "permission denied", `on key "etcdlead/reports.resign"`)
+	if o.stdout != "" {
+		t.Errorf("a child ran: %q", o.stdout)
+	}
+	nothingLeft(t, root, "etcdlead/")
 }

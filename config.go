@@ -24,8 +24,7 @@ import (
 type runConfig struct {
 	conn         connConfig
 	election     string
-	prefix       string // election prefix P, without trailing slash
-	resignKey    string
+	layout       campaign.Layout // where the election's keys live
 	id           string
 	timing       campaign.Timing
 	killSet      bool // --kill-timeout was given
@@ -70,15 +69,15 @@ func parseRunConfig(c *cli.Context, raw []string) (runConfig, error) {
 	if rc.election, err = electionName(pick(c, flagElection).String(flagElection), rc.argv[0]); err != nil {
 		return rc, err
 	}
-	prefix := c.String(flagPrefix)
-	if prefix != "" && !strings.HasSuffix(prefix, "/") {
-		prefix += "/"
+	if rc.layout, err = campaign.NewLayout(c.String(flagPrefix), rc.election); err != nil {
+		return rc, err
 	}
-	rc.prefix = prefix + rc.election
-	rc.resignKey = resignKey(rc.prefix)
 	if rc.id = c.String(flagID); rc.id == "" {
 		host, _ := os.Hostname()
 		rc.id = fmt.Sprintf("%s/%d", host, os.Getpid())
+	}
+	if err := campaign.CheckID(rc.id); err != nil {
+		return rc, err
 	}
 	if rc.killSignal, err = parseSignal(c.String(flagKillSignal)); err != nil {
 		return rc, err
@@ -127,10 +126,6 @@ func parseCronOptions(c *cli.Context, rc *runConfig) error {
 	}
 	return nil
 }
-
-// resignKey is where `etcdlead resign` asks a leader to step down: outside
-// the candidates' prefix P/, so it is never mistaken for a candidate.
-func resignKey(electionPrefix string) string { return electionPrefix + ".resign" }
 
 // commandArgs returns what follows "--". Without "--", a command's own flags
 // could be taken for etcdlead's, so it is required.
@@ -181,6 +176,8 @@ func isInterpreter(base string) bool {
 	return slices.Contains(interpreters, b)
 }
 
+// electionName is --election, or COMMAND's base name when it names a
+// program rather than an interpreter.
 func electionName(given, command string) (string, error) {
 	name := given
 	if name == "" {
@@ -190,15 +187,7 @@ func electionName(given, command string) (string, error) {
 		}
 		name = base
 	}
-	if strings.ContainsAny(name, "/ \t\n\r") {
-		return "", fmt.Errorf("election name %q may not contain '/' or spaces: use e.g. --election %s", name, strings.NewReplacer("/", "-", " ", "-", "\t", "-").Replace(name))
-	}
-	for _, r := range name {
-		if !strconv.IsPrint(r) {
-			return "", fmt.Errorf("election name %q has unprintable characters: use letters, digits, '.', '-' or '_'", name)
-		}
-	}
-	return name, nil
+	return name, campaign.CheckElection(name)
 }
 
 func parseSignal(s string) (syscall.Signal, error) {

@@ -104,12 +104,12 @@ func TestFrozenSupervisorIsFenced(t *testing.T) {
 }
 
 // An operator deletes the leader's key with a plain Delete while a
-// successor waits: the old child is stopped before the new one starts (the
-// successor waits for the old lease, which the old leader revokes only once
-// its child is gone).
+// successor waits: the old child is stopped before the new one starts. The
+// successor waits on the old term's sentinel, which goes with the lease,
+// which the old leader revokes only once its child is gone.
 func TestDeletedKeyStopsOldChildFirst(t *testing.T) {
 	// The old child ignores SIGTERM, so it lives on for the kill timeout
-	// (1.5s) after the delete: the successor must see a live lease.
+	// (1.5s) after the delete: the successor must not start meanwhile.
 	cluster, e, _, c1, c2 := leaderPair(t, slow, "-ignore-term")
 	cli := cluster.Client(t)
 	key, _ := leaseOf(t, cli, e.prefix, "c1")
@@ -118,8 +118,8 @@ func TestDeletedKeyStopsOldChildFirst(t *testing.T) {
 	}
 	c1.log.waitFor(t, "c1", "key deleted", 0)
 	c1.out.waitFor(t, "c1", "signal SIGTERM", 0)
-	// The successor saw the key go while the lease lived, and waited.
-	c2.log.waitFor(t, "c2", "waiting for predecessor lease to end", 0)
+	// Had c2 started while c1's child held the probe's lock, its child
+	// would have said OVERLAP and ended without "ready".
 	c2.out.waitFor(t, "c2", "ready", 0)
 	stopAll(t, e, c1, c2)
 }

@@ -12,6 +12,7 @@ import (
 	"unicode"
 
 	"github.com/urfave/cli/v2"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/etcdlead/etcdlead/campaign"
 )
@@ -41,16 +42,18 @@ func parseRunArgs(args []string) (runConfig, error) {
 
 // FuzzRunFlags feeds arbitrary values to the flags whose validation guards
 // the promise (the TTL, the kill timeout and fence margin that must fit in
-// it, --wait, --dial-timeout) and to the endpoints and the election name,
-// which end up in etcd keys. An empty value leaves the flag out. Whatever
-// the input: no panic; a refusal is one line; an acceptance satisfies every
-// rule of DESIGN.md. The seed corpus is in testdata/fuzz/FuzzRunFlags.
+// it, --wait, --dial-timeout) and to the endpoints, the election name, the
+// prefix and the id, which end up in etcd keys and values. An empty value
+// leaves the flag out. Whatever the input: no panic; a refusal is one line;
+// an acceptance satisfies every rule of docs/design.md. The seed corpus is
+// in testdata/fuzz/FuzzRunFlags.
 func FuzzRunFlags(f *testing.F) {
-	f.Fuzz(func(t *testing.T, ttl, kill, margin, wait, dial, endpoints, election string) {
+	f.Fuzz(func(t *testing.T, ttl, kill, margin, wait, dial, endpoints, election, prefix, id string) {
 		var args []string
 		for _, fl := range []struct{ name, val string }{
 			{flagTTL, ttl}, {flagKillTimeout, kill}, {flagFenceMargin, margin}, {flagWait, wait},
 			{flagDialTimeout, dial}, {flagEndpoints, endpoints}, {flagElection, election},
+			{flagPrefix, prefix}, {flagID, id},
 		} {
 			if fl.val != "" {
 				args = append(args, "--"+fl.name+"="+fl.val)
@@ -69,6 +72,30 @@ func FuzzRunFlags(f *testing.F) {
 		}
 		checkAccepted(t, args, rc)
 	})
+}
+
+// checkLayout holds an accepted layout to what the barrier needs: each key
+// of a term is valid in its own place only, and the resign key and the two
+// prefixes never overlap (docs/design.md, "Keys").
+func checkLayout(t *testing.T, args []string, l campaign.Layout) {
+	t.Helper()
+	if strings.Contains(strings.TrimPrefix(l.QueuePrefix(), "/"), "//") {
+		t.Fatalf("%q: accepted a prefix with an empty segment: %q", args, l.QueuePrefix())
+	}
+	const lease = 0x694d8f1c2a3b9e05
+	q := &mvccpb.KeyValue{Key: []byte(l.QueueKey(lease)), Lease: lease}
+	s := &mvccpb.KeyValue{Key: []byte(l.SentinelKey(lease)), Lease: lease}
+	if !l.ValidQueueKey(q) || l.ValidSentinel(q) || !l.ValidSentinel(s) || l.ValidQueueKey(s) {
+		t.Fatalf("%q: keys %q and %q are not each valid in their own place only", args, q.Key, s.Key)
+	}
+	for _, p := range []string{l.QueuePrefix(), l.SentinelPrefix()} {
+		if strings.HasPrefix(l.ResignKey(), p) {
+			t.Fatalf("%q: resign key %q lies under %q", args, l.ResignKey(), p)
+		}
+	}
+	if strings.HasPrefix(l.QueuePrefix(), l.SentinelPrefix()) || strings.HasPrefix(l.SentinelPrefix(), l.QueuePrefix()) {
+		t.Fatalf("%q: prefixes %q and %q overlap", args, l.QueuePrefix(), l.SentinelPrefix())
+	}
 }
 
 func checkAccepted(t *testing.T, args []string, rc runConfig) {
@@ -90,8 +117,9 @@ func checkAccepted(t *testing.T, args []string, rc runConfig) {
 	}) >= 0 {
 		t.Fatalf("%q: accepted election %q", args, rc.election)
 	}
-	if !strings.HasSuffix(rc.prefix, rc.election) {
-		t.Fatalf("%q: election %q gives prefix %q", args, rc.election, rc.prefix)
+	checkLayout(t, args, rc.layout)
+	if len(rc.id) > campaign.MaxIDLen || strings.IndexFunc(rc.id, func(c rune) bool { return !unicode.IsPrint(c) }) >= 0 {
+		t.Fatalf("%q: accepted id %q", args, rc.id)
 	}
 	if len(rc.conn.endpoints) == 0 {
 		t.Fatalf("%q: no endpoints accepted", args)

@@ -72,15 +72,19 @@ func (r *runner) lead(term *campaign.Term) termEnd {
 			r.onSignal(s.(syscall.Signal), child, &st)
 		case err := <-held:
 			holding = false
-			if st.stopSignal == 0 && st.lost == nil {
+			if st.stopSignal == 0 && st.lost == nil && !st.timedOut {
+				// Stop first: a log write can block on a stalled stderr.
+				child.Stop(r.rc.killSignal)
 				st.lost = err
 				r.log.Warn("leadership lost; child stopping", "reason", err, "signal", signals.Name(r.rc.killSignal))
-				child.Stop(r.rc.killSignal)
 			}
 		case <-timeout:
+			if st.stopSignal != 0 || st.lost != nil {
+				break // a stop is under way; its cause came first
+			}
+			child.Stop(r.rc.killSignal)
 			st.timedOut = true
 			r.log.Warn("command ran past --timeout; child stopping", "timeout", r.rc.timeout, "signal", signals.Name(r.rc.killSignal))
-			child.Stop(r.rc.killSignal)
 		case <-child.Done():
 			res := child.Result()
 			r.log.Info("child exited", "status", res.Code, "reason", res.Reason)
@@ -111,17 +115,17 @@ func (r *runner) onSignal(sig syscall.Signal, child *supervisor.Child, st *termS
 	switch signals.Classify(sig) {
 	case signals.Stop:
 		if st.stopSignal != 0 {
-			r.log.Warn("second stop signal: killing the child's group", "signal", signals.Name(sig))
 			child.Kill()
+			r.log.Warn("second stop signal: killing the child's group", "signal", signals.Name(sig))
 			return
 		}
+		child.Stop(sig)
 		st.stopSignal = sig
 		r.mon.setRole(roleStopping)
 		r.log.Info("child stopping", "signal", signals.Name(sig), "kill_timeout", r.rc.timing.KillTimeout)
-		child.Stop(sig)
 	case signals.Forward:
-		r.log.Debug("forwarding signal", "signal", signals.Name(sig))
 		child.Signal(sig)
+		r.log.Debug("forwarded signal", "signal", signals.Name(sig))
 	case signals.Ignore:
 		r.log.Info("signal ignored: a stopped supervisor would lose its lease", "signal", signals.Name(sig))
 	}
@@ -136,6 +140,11 @@ func (r *runner) afterChild(res supervisor.Result, st termState) termEnd {
 	case st.timedOut:
 		r.mon.termEnded("timeout")
 		return exitWith(withCode(exitTimeout, nil))
+	case campaign.Permanent(st.lost):
+		// etcd refuses what the term needs (a permission taken away):
+		// campaigning again would only lose again.
+		r.mon.termEnded("refused")
+		return exitWith(failf("%v", st.lost))
 	case res.Reason == supervisor.ReasonFenced || st.lost != nil:
 		reason := lostReason(st.lost, res)
 		r.mon.termEnded(reason)
@@ -162,6 +171,8 @@ func lostReason(lost error, res supervisor.Result) string {
 		return "resigned"
 	case errors.Is(lost, campaign.ErrKeyDeleted):
 		return "key-deleted"
+	case errors.Is(lost, campaign.ErrKeyReplaced):
+		return "key-replaced"
 	case errors.Is(lost, campaign.ErrLeaseLost):
 		return "lease-lost"
 	case res.Reason == supervisor.ReasonFenced:

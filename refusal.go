@@ -3,13 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/etcdlead/etcdlead/campaign"
 )
 
 // refusal is etcd saying no in a way that a retry cannot mend: a
@@ -57,9 +58,8 @@ func authFailed(user string, err error) *refusal {
 		user, rpctypes.ErrorDesc(err), envPassword, envEtcdctlPassword, envEtcdctlUser)
 }
 
-// denied explains a permission error with the key it was about. Keys follow
-// DESIGN.md's layout, <prefix><election>/<lease>, so the election's prefix
-// is the key up to its last '/', and the resign-request key sits beside it.
+// denied explains a permission error with the key it was about, naming
+// every key of its election that a candidate uses (campaign.Layout).
 func denied(user string, req any, err error) *refusal {
 	who := "this client"
 	if user != "" {
@@ -76,17 +76,16 @@ func denied(user string, req any, err error) *refusal {
 			"permission denied: %s may not do this (%v): grant the user a role with readwrite on the election's prefix",
 			who, rpctypes.ErrorDesc(err))
 	}
-	prefix := key[:strings.LastIndex(key, "/")+1]
-	if p, ok := strings.CutSuffix(key, resignSuffix); ok {
-		prefix = p + "/"
+	l, ok := campaign.SplitKey(key)
+	if !ok {
+		return refuse(codes.PermissionDenied, rpctypes.Error(err),
+			"permission denied: %s may not use key %q (%v): grant the user a role with readwrite on the election's keys",
+			who, key, rpctypes.ErrorDesc(err))
 	}
 	return refuse(codes.PermissionDenied, rpctypes.Error(err),
-		"permission denied: %s may not use key %q (%v): grant the user a role with readwrite on prefix %q and on key %q",
-		who, key, rpctypes.ErrorDesc(err), prefix, strings.TrimSuffix(prefix, "/")+resignSuffix)
+		"permission denied: %s may not use key %q (%v): grant the user a role with readwrite on prefix %q, on prefix %q and on key %q",
+		who, key, rpctypes.ErrorDesc(err), l.QueuePrefix(), l.SentinelPrefix(), l.ResignKey())
 }
-
-// resignSuffix follows resignKey.
-const resignSuffix = ".resign"
 
 // requestKey is the first key a request names, or "".
 func requestKey(req any) string {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlead/etcdlead/campaign"
 )
 
 const flagResignTimeout = "timeout"
@@ -38,7 +40,8 @@ func resignAction(c *cli.Context) error {
 	if election == "" {
 		return failf("resign needs --election NAME")
 	}
-	if _, err := electionName(election, ""); err != nil {
+	l, err := campaign.NewLayout(c.String(flagPrefix), election)
+	if err != nil {
 		return err
 	}
 	cc, err := parseConn(c)
@@ -53,49 +56,57 @@ func resignAction(c *cli.Context) error {
 		return err
 	}
 	defer cli.Close()
-	p := normalPrefix(c.String(flagPrefix)) + election
-	r := resigner{cli: cli, prefix: p, key: resignKey(p), timeout: c.Duration(flagResignTimeout), dial: cc.dialTimeout}
+	r := resigner{cli: cli, layout: l, timeout: c.Duration(flagResignTimeout), dial: cc.dialTimeout}
 	return r.resign(c.Context, c.String(flagID), c.Bool(flagForce))
 }
 
 type resigner struct {
 	cli           *clientv3.Client
-	prefix, key   string
+	layout        campaign.Layout
 	timeout, dial time.Duration
 }
 
+// bounded is a context for one request: each has --dial-timeout of its own,
+// also the delete that follows a --timeout longer than that.
+func (r resigner) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(clientv3.WithRequireLeader(ctx), r.dial)
+}
+
 func (r resigner) resign(ctx context.Context, id string, force bool) error {
-	rctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), r.dial)
+	rctx, cancel := r.bounded(ctx)
 	defer cancel()
-	resp, err := r.cli.Get(rctx, r.prefix+"/", clientv3.WithPrefix(), clientv3.WithLimit(1),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	el, rev, err := campaign.ReadElection(rctx, r.cli, r.layout)
 	if err != nil {
 		return failf("resign: %v", err)
 	}
-	if len(resp.Kvs) == 0 {
-		return withCode(exitNoLeader, fmt.Errorf("no leader in %s", r.prefix))
+	p := r.layout.Prefix()
+	leader := el.Leader()
+	if leader == nil {
+		return withCode(exitNoLeader, fmt.Errorf("no leader in %s", p))
 	}
-	leader := resp.Kvs[0]
 	if id != "" && string(leader.Value) != id {
-		return withCode(exitNoLeader, fmt.Errorf("%s does not lead %s: %s does", id, r.prefix, leader.Value))
+		return withCode(exitNoLeader, fmt.Errorf("%s does not lead %s: %s does", id, p, leader.Value))
 	}
-	if _, err := r.cli.Put(rctx, r.key, string(leader.Key)); err != nil {
+	if _, err := r.cli.Put(rctx, r.layout.ResignKey(), string(leader.Key)); err != nil {
 		return failf("resign: %v", err)
 	}
 	defer r.clearRequest(string(leader.Key))
-	gone, err := r.waitGone(ctx, string(leader.Key), resp.Header.Revision+1)
+	gone, err := r.waitGone(ctx, string(leader.Key), rev+1)
 	switch {
 	case err != nil:
 		return failf("resign: %v", err)
 	case gone:
-		fmt.Printf("%s stepped down from %s\n", leader.Value, r.prefix)
+		fmt.Printf("%s stepped down from %s\n", leader.Value, p)
 		return nil
 	case !force:
 		return failf("%s did not step down within --timeout %s: retry, or add --force to delete its key", leader.Value, r.timeout)
 	}
 	// Compare on the create revision: a check-then-delete could hit the
-	// next leader's key.
-	tx, err := r.cli.Txn(rctx).
+	// next leader's key. The term's sentinel stays, so every candidate
+	// still waits for the old lease.
+	dctx, dcancel := r.bounded(ctx)
+	defer dcancel()
+	tx, err := r.cli.Txn(dctx).
 		If(clientv3.Compare(clientv3.CreateRevision(string(leader.Key)), "=", leader.CreateRevision)).
 		Then(clientv3.OpDelete(string(leader.Key))).Commit()
 	if err != nil {
@@ -104,7 +115,7 @@ func (r resigner) resign(ctx context.Context, id string, force bool) error {
 	if tx.Succeeded {
 		fmt.Printf("deleted the key of %s (%s); the next leader waits for its lease\n", leader.Value, leader.Key)
 	} else {
-		fmt.Printf("%s stepped down from %s\n", leader.Value, r.prefix)
+		fmt.Printf("%s stepped down from %s\n", leader.Value, p)
 	}
 	return nil
 }
@@ -132,8 +143,9 @@ func (r resigner) waitGone(ctx context.Context, key string, fromRev int64) (bool
 
 // clearRequest removes the request if it still names this leader.
 func (r resigner) clearRequest(leaderKey string) {
-	ctx, cancel := context.WithTimeout(context.Background(), r.dial)
+	ctx, cancel := r.bounded(context.Background())
 	defer cancel()
-	_, _ = r.cli.Txn(ctx).If(clientv3.Compare(clientv3.Value(r.key), "=", leaderKey)).
-		Then(clientv3.OpDelete(r.key)).Commit()
+	k := r.layout.ResignKey()
+	_, _ = r.cli.Txn(ctx).If(clientv3.Compare(clientv3.Value(k), "=", leaderKey)).
+		Then(clientv3.OpDelete(k)).Commit()
 }

@@ -60,7 +60,7 @@ func newRunner(rc runConfig) (*runner, error) {
 	r.closers = append(r.closers, func() { client.Close() })
 	r.camp, err = campaign.New(campaign.Config{
 		Client:         client,
-		Prefix:         rc.prefix,
+		Layout:         rc.layout,
 		ID:             rc.id,
 		TTL:            rc.timing.TTL,
 		Guard:          rc.timing.KillTimeout + rc.timing.FenceMargin,
@@ -68,7 +68,6 @@ func newRunner(rc runConfig) (*runner, error) {
 		Now:            supervisor.Now,
 		Logger:         r.log.Named("campaign"),
 		NoWait:         rc.noWait,
-		ResignKey:      rc.resignKey,
 		Observer:       r,
 	})
 	if err != nil {
@@ -138,11 +137,14 @@ func (r *runner) campaignFailed(err error) (bool, error) {
 			opt = "--wait " + r.rc.wait.String()
 		}
 		r.log.Info("not leader; giving up", "option", opt, "exit_code", r.rc.conflictCode)
-		return true, withCode(r.rc.conflictCode, fmt.Errorf("not leader (%s): another candidate leads %s", opt, r.rc.prefix))
+		return true, withCode(r.rc.conflictCode, fmt.Errorf("not leader (%s): another candidate leads %s", opt, r.rc.layout.Prefix()))
 	case r.rc.noWait:
 		return true, failf("etcd at %v not reached within --dial-timeout %s (--no-wait): %v", r.rc.conn.endpoints, r.rc.conn.dialTimeout, err)
-	case r.rc.wait > 0 && !time.Now().Before(r.waitUntil):
+	case errors.Is(err, campaign.ErrUnreachable), r.rc.wait > 0 && !time.Now().Before(r.waitUntil):
 		return true, failf("etcd at %v unreachable for --wait %s: %v", r.rc.conn.endpoints, r.rc.wait, err)
+	case errors.Is(err, campaign.ErrResigned):
+		r.log.Info("stepped down on request before leading; campaigning again")
+		return false, nil
 	}
 	r.log.Warn("campaign failed", "error", err, "endpoints", r.rc.conn.endpoints)
 	return false, nil

@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"testing"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/etcdlead/etcdlead/internal/etcdtest"
@@ -175,7 +176,7 @@ func TestEtcdDownAtStartThenUp(t *testing.T) {
 }
 
 // A stop signal while campaigning ends etcdlead at once with 0, and its
-// queued key is revoked.
+// queued key and sentinel are revoked with its lease.
 func TestStopWhileCampaigning(t *testing.T) {
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
@@ -191,8 +192,14 @@ func TestStopWhileCampaigning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "c1" {
-		t.Errorf("want only c1's key left, got %v", resp.Kvs)
+	_, lease := leaseOf(t, cluster.Client(t), e.prefix, "c1")
+	for _, kv := range resp.Kvs {
+		if clientv3.LeaseID(kv.Lease) != lease {
+			t.Errorf("want only c1's keys left, got %s (lease %x)", kv.Key, kv.Lease)
+		}
+	}
+	if len(resp.Kvs) != 2 {
+		t.Errorf("want c1's queue key and sentinel, got %d keys", len(resp.Kvs))
 	}
 	c1.signal(t, syscall.SIGTERM)
 	c1.exit(t)

@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlead/etcdlead/campaign"
 )
 
 // candidateJSON is one candidate of an election, as `status --json` prints it.
@@ -29,6 +30,12 @@ type electionJSON struct {
 	Prefix   string          `json:"prefix"`
 	Leader   *candidateJSON  `json:"leader"`
 	Waiting  []candidateJSON `json:"waiting"`
+	// Skipped counts keys under the election's prefixes that are no
+	// term's (put by hand or by another program, a nested election).
+	Skipped int `json:"skipped_keys"`
+	// Older counts earlier terms whose lease still lives without a queue
+	// key: the leader starts its command only once they are gone.
+	Older int `json:"older_terms"`
 }
 
 func statusCommand() *cli.Command {
@@ -47,9 +54,13 @@ func statusAction(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return failf("status takes no arguments, got %q: see etcdlead status --help", c.Args().First())
 	}
+	prefix, err := campaign.NormalPrefix(c.String(flagPrefix))
+	if err != nil {
+		return err
+	}
 	election := c.String(flagElection)
 	if election != "" {
-		if _, err := electionName(election, ""); err != nil {
+		if err := campaign.CheckElection(election); err != nil {
 			return err
 		}
 	}
@@ -64,7 +75,7 @@ func statusAction(c *cli.Context) error {
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(c.Context), cc.dialTimeout)
 	defer cancel()
-	els, err := readElections(ctx, cli, normalPrefix(c.String(flagPrefix)), election)
+	els, err := readElections(ctx, cli, prefix, election)
 	if err != nil {
 		return failf("status: %v", err)
 	}
@@ -84,52 +95,45 @@ func statusAction(c *cli.Context) error {
 	return withCode(exitNoLeader, nil)
 }
 
-func normalPrefix(p string) string {
-	if p != "" && !strings.HasSuffix(p, "/") {
-		return p + "/"
-	}
-	return p
-}
-
 // readElections reads the candidates of one election, or of all under
-// prefix, in queue order, and the leaders' remaining TTLs.
+// prefix, in queue order, and the leaders' remaining TTLs. Keys that are
+// no term's are counted, not shown.
 func readElections(ctx context.Context, cli *clientv3.Client, prefix, election string) ([]electionJSON, error) {
-	from := prefix
+	var found []campaign.Election
 	if election != "" {
-		from = prefix + election + "/"
-	}
-	resp, err := cli.Get(ctx, from, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
-	if err != nil {
-		return nil, err
-	}
-	var els []electionJSON
-	index := map[string]int{}
-	if election != "" {
-		els = append(els, electionJSON{Election: election, Prefix: prefix + election, Waiting: []candidateJSON{}})
-		index[election] = 0
-	}
-	for _, kv := range resp.Kvs {
-		name, _, ok := strings.Cut(strings.TrimPrefix(string(kv.Key), prefix), "/")
-		if !ok || strings.Contains(name, "/") {
-			continue // not a candidate key (a resign request, say)
+		l, err := campaign.NewLayout(prefix, election)
+		if err != nil {
+			return nil, err
 		}
-		i, seen := index[name]
-		if !seen {
-			i = len(els)
-			index[name] = i
-			els = append(els, electionJSON{Election: name, Prefix: prefix + name, Waiting: []candidateJSON{}})
+		e, _, err := campaign.ReadElection(ctx, cli, l)
+		if err != nil {
+			return nil, err
 		}
-		cand := candidateJSON{ID: string(kv.Value), Key: string(kv.Key), Rev: kv.CreateRevision, Lease: fmt.Sprintf("%x", kv.Lease)}
-		if els[i].Leader == nil {
+		found = append(found, e)
+	} else {
+		resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+		if err != nil {
+			return nil, err
+		}
+		found = campaign.Elections(prefix, resp.Kvs)
+	}
+	els := []electionJSON{}
+	for _, e := range found {
+		el := electionJSON{Election: e.Name, Prefix: e.Layout.Prefix(), Waiting: []candidateJSON{}, Skipped: e.Skipped, Older: e.Older()}
+		for i, kv := range e.Queue {
+			cand := candidateJSON{ID: string(kv.Value), Key: string(kv.Key), Rev: kv.CreateRevision, Lease: fmt.Sprintf("%x", kv.Lease)}
+			if i > 0 {
+				el.Waiting = append(el.Waiting, cand)
+				continue
+			}
 			ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
 			if err != nil {
 				return nil, err
 			}
 			cand.TTL = &ttl.TTL
-			els[i].Leader = &cand
-			continue
+			el.Leader = &cand
 		}
-		els[i].Waiting = append(els[i].Waiting, cand)
+		els = append(els, el)
 	}
 	return els, nil
 }
@@ -160,6 +164,14 @@ func printTable(w io.Writer, els []electionJSON) error {
 		fmt.Fprintf(tw, "%s\tleader\t%s\t%d\t%ds\t%s\n", e.Election, l.ID, l.Rev, *l.TTL, l.Key)
 		for i, c := range e.Waiting {
 			fmt.Fprintf(tw, "%s\twaiting %d\t%s\t%d\t\t%s\n", e.Election, i+1, c.ID, c.Rev, c.Key)
+		}
+	}
+	for _, e := range els {
+		if e.Older > 0 {
+			fmt.Fprintf(tw, "%s\t(%d older term(s) whose lease lives: the leader waits for them)\t\t\t\t\n", e.Election, e.Older)
+		}
+		if e.Skipped > 0 {
+			fmt.Fprintf(tw, "%s\t(%d key(s) skipped: no candidate's)\t\t\t\t\n", e.Election, e.Skipped)
 		}
 	}
 	return tw.Flush()

@@ -4,19 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Config describes one candidate. Client, Prefix, ID, TTL and Now are
+// Config describes one candidate. Client, Layout, ID, TTL and Now are
 // required.
 type Config struct {
 	Client *clientv3.Client
-	// Prefix is the election prefix P; keys are P/<lease id in hex>.
-	Prefix string
+	Layout Layout
 	ID     string
 	TTL    time.Duration
 	// Guard is K + m: the confirmation refuses to start a term whose fence
@@ -29,11 +27,8 @@ type Config struct {
 	Now    func() time.Duration
 	Logger hclog.Logger
 	// NoWait makes Campaign give up with ErrNotLeader, instead of queueing,
-	// when another candidate is ahead.
+	// when another term is ahead.
 	NoWait bool
-	// ResignKey, when set, is watched while leading: a put whose value is
-	// this term's key asks the leader to step down (Hold returns ErrResigned).
-	ResignKey string
 	// Observer, when set, hears about renewals and barrier waits (metrics).
 	Observer Observer
 }
@@ -43,21 +38,22 @@ type Config struct {
 type Observer interface {
 	// Renewed reports one renewal attempt, leader's or waiter's.
 	Renewed(latency time.Duration, err error)
-	// BarrierWait reports that a predecessor's lease outlived its key.
+	// BarrierWait reports that an older term's lease outlived its queue key.
 	BarrierWait()
 	// Queued reports that this candidate's key is in etcd (connected and
 	// campaigning) with ahead candidates before it.
 	Queued(key string, ahead int)
-	// Front reports, once per term, that at most one candidate is ahead:
-	// this one is next, so work that a start needs can begin.
+	// Front reports, once per term, that at most one term is ahead: this
+	// one is next, so work that a start needs can begin.
 	Front(key string)
 }
 
 // Campaigner runs terms for one candidate. It is safe to use from one
 // goroutine at a time.
 type Campaigner struct {
-	cfg Config
-	log hclog.Logger
+	cfg   Config
+	log   hclog.Logger
+	reach reach
 }
 
 // New checks cfg and returns a Campaigner.
@@ -65,14 +61,15 @@ func New(cfg Config) (*Campaigner, error) {
 	switch {
 	case cfg.Client == nil:
 		return nil, errors.New("campaign: no etcd client")
-	case cfg.Prefix == "" || strings.HasSuffix(cfg.Prefix, "/"):
-		return nil, fmt.Errorf("campaign: prefix %q must be non-empty without a trailing slash", cfg.Prefix)
-	case cfg.ID == "":
-		return nil, errors.New("campaign: empty id")
+	case cfg.Layout.p == "":
+		return nil, errors.New("campaign: no key layout")
 	case cfg.TTL < MinTTL || cfg.TTL%time.Second != 0:
 		return nil, fmt.Errorf("campaign: ttl %s must be whole seconds, at least %s", cfg.TTL, MinTTL)
 	case cfg.Now == nil:
 		return nil, errors.New("campaign: no clock")
+	}
+	if err := CheckID(cfg.ID); err != nil {
+		return nil, err
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 5 * time.Second
@@ -83,11 +80,14 @@ func New(cfg Config) (*Campaigner, error) {
 	return &Campaigner{cfg: cfg, log: cfg.Logger}, nil
 }
 
-// Campaign runs one term up to leadership (DESIGN.md steps 1-5). It blocks
-// until this candidate leads and every predecessor's lease is gone, or until
-// ctx ends or a step fails. On any error the term's lease is revoked, so a
-// failed campaign leaves nothing behind in etcd; a context that ends while
-// another candidate leads gives an error that wraps ErrNotLeader.
+// Campaign runs one term up to leadership (docs/design.md, "One term"). It
+// blocks until a read taken after the last wake-up shows this term's own
+// keys intact, no valid queue key and no other valid sentinel below its
+// own, and every lease seen leaving is gone; or until ctx ends, the term is
+// lost, or a step fails. On any error the term's lease is revoked, so a
+// failed campaign leaves nothing behind in etcd. A context that ends while
+// another term is ahead gives an error wrapping ErrNotLeader, or
+// ErrUnreachable when etcd did not answer the last request.
 func (c *Campaigner) Campaign(ctx context.Context) (*Term, error) {
 	t, err := c.grant(ctx)
 	if err != nil {
@@ -99,32 +99,31 @@ func (c *Campaigner) Campaign(ctx context.Context) (*Term, error) {
 			t.Revoke()
 		}
 	}()
-	c.log.Info("campaigning", "key", t.Key, "lease", fmt.Sprintf("%x", int64(t.Lease)), "ttl", t.TTL)
-	preds, rev, err := t.enqueue(ctx)
+	c.log.Info("campaigning", "key", t.Key, "lease", leaseHex(t.Lease), "ttl", t.TTL)
+	v, err := t.enqueue(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if o := c.cfg.Observer; o != nil {
-		o.Queued(t.Key, len(preds))
+		o.Queued(t.Key, v.queued)
 	}
-	if c.cfg.NoWait && len(preds) > 0 {
-		return nil, fmt.Errorf("%w: %s is ahead", ErrNotLeader, preds[0].key)
+	if c.cfg.NoWait && !v.clear() {
+		return nil, fmt.Errorf("%w: %s", ErrNotLeader, v.ahead())
 	}
-	if len(preds) <= 1 {
-		t.front()
-	}
-	if len(preds) == 0 {
-		// Nobody was ahead, so there is nothing to wait for or to vouch
-		// for (no key can be created before the first one): the
-		// transaction that created the key confirms it, and saves a commit.
-		t.watchRev = rev
-	} else {
-		if err := t.wait(ctx, preds, rev); err != nil {
+	t.guard(t.Rev)
+	// The wait ends with the term: a deleted own key, a resign request.
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(t.ctx, func() { cancel(context.Cause(t.ctx)) })
+	defer stop()
+	if !v.clear() {
+		go t.renewWhileWaiting(wctx)
+		if err := t.wait(wctx, v); err != nil {
 			return nil, err
 		}
-		if err := t.confirm(ctx); err != nil {
-			return nil, err
-		}
+	}
+	if err := t.confirm(wctx); err != nil {
+		return nil, err
 	}
 	ok = true
 	c.log.Info("elected", "key", t.Key, "rev", t.Rev)
@@ -133,24 +132,35 @@ func (c *Campaigner) Campaign(ctx context.Context) (*Term, error) {
 
 // grant is step 1: a fresh lease for this term only.
 func (c *Campaigner) grant(ctx context.Context) (*Term, error) {
-	rctx, cancel := c.requestCtx(ctx)
-	defer cancel()
 	sent := c.cfg.Now()
-	resp, err := c.cfg.Client.Grant(rctx, int64(c.cfg.TTL/time.Second))
+	var resp *clientv3.LeaseGrantResponse
+	err := c.request(ctx, c.cfg.RequestTimeout, func(rctx context.Context) (err error) {
+		resp, err = c.cfg.Client.Grant(rctx, int64(c.cfg.TTL/time.Second))
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("grant lease: %w", err)
 	}
-	ttl := time.Duration(resp.TTL) * time.Second
+	l := c.cfg.Layout
 	t := &Term{
-		c:     c,
-		Lease: resp.ID,
-		Key:   fmt.Sprintf("%s/%x", c.cfg.Prefix, int64(resp.ID)),
-		TTL:   ttl,
+		c:        c,
+		Lease:    resp.ID,
+		Key:      l.QueueKey(resp.ID),
+		Sentinel: l.SentinelKey(resp.ID),
+		TTL:      time.Duration(resp.TTL) * time.Second,
 	}
-	t.dl.Store(int64(sent + ttl))
+	t.ctx, t.lose = context.WithCancelCause(context.Background())
+	t.dl.Store(int64(sent + t.TTL))
 	return t, nil
 }
 
-func (c *Campaigner) requestCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(clientv3.WithRequireLeader(ctx), c.cfg.RequestTimeout)
+// request runs one unary request bounded by timeout, and remembers whether
+// etcd answered it (see reach).
+func (c *Campaigner) request(ctx context.Context, timeout time.Duration, f func(context.Context) error) error {
+	rctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), timeout)
+	defer cancel()
+	done := c.reach.begin()
+	err := f(rctx)
+	done(ctx, err)
+	return err
 }

@@ -25,11 +25,11 @@ func benchClient(b *testing.B) *clientv3.Client {
 
 var benchSeq int
 
-func newCampaigner(b *testing.B, cli *clientv3.Client, prefix string, noWait bool) *campaign.Campaigner {
+func newCampaigner(b *testing.B, cli *clientv3.Client, election string, noWait bool) *campaign.Campaigner {
 	b.Helper()
 	benchSeq++
 	c, err := campaign.New(campaign.Config{
-		Client: cli, Prefix: prefix, ID: fmt.Sprintf("bench-%d", benchSeq),
+		Client: cli, Layout: benchLayout(b, election), ID: fmt.Sprintf("bench-%d", benchSeq),
 		TTL: time.Minute, Guard: 5 * time.Second, RequestTimeout: 10 * time.Second,
 		Now: supervisor.Now, NoWait: noWait,
 	})
@@ -39,11 +39,20 @@ func newCampaigner(b *testing.B, cli *clientv3.Client, prefix string, noWait boo
 	return c
 }
 
+func benchLayout(b *testing.B, election string) campaign.Layout {
+	b.Helper()
+	l, err := campaign.NewLayout("bench/", election)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return l
+}
+
 // BenchmarkCampaignUncontended is an uncontended term from nothing to
 // leading and back: grant, campaign transaction, confirmation, revoke.
 func BenchmarkCampaignUncontended(b *testing.B) {
 	cli := benchClient(b)
-	c := newCampaigner(b, cli, "bench/uncontended", false)
+	c := newCampaigner(b, cli, "uncontended", false)
 	ctx := b.Context()
 	for b.Loop() {
 		t, err := c.Campaign(ctx)
@@ -60,11 +69,11 @@ func BenchmarkCampaignUncontended(b *testing.B) {
 func BenchmarkHandoff(b *testing.B) {
 	cli := benchClient(b)
 	ctx := b.Context()
-	const prefix = "bench/handoff"
+	const election = "handoff"
 	won := make(chan *campaign.Term, 2)
 	failed := make(chan error, 2)
 	join := func() {
-		c := newCampaigner(b, cli, prefix, false)
+		c := newCampaigner(b, cli, election, false)
 		go func() {
 			t, err := c.Campaign(ctx)
 			if err != nil {
@@ -89,7 +98,7 @@ func BenchmarkHandoff(b *testing.B) {
 	}
 	queued := func(n int64) {
 		for {
-			resp, err := cli.Get(ctx, prefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+			resp, err := cli.Get(ctx, benchLayout(b, election).QueuePrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly())
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -115,24 +124,28 @@ func BenchmarkHandoff(b *testing.B) {
 }
 
 // BenchmarkJoin is what a candidate costs to join a queue of N: grant, the
-// campaign transaction (which reads the whole queue, keys only), revoke.
-// It grows with N only through that read.
+// campaign transaction (which reads the whole queue and every sentinel,
+// keys only), revoke. It grows with N only through that read.
 func BenchmarkJoin(b *testing.B) {
 	cli := benchClient(b)
 	ctx := b.Context()
 	for _, n := range []int{5, 50, 500} {
-		prefix := fmt.Sprintf("bench/join-%d", n)
-		lease, err := cli.Grant(ctx, 3600)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for i := range n {
-			if _, err := cli.Put(ctx, fmt.Sprintf("%s/%08x", prefix, i), "waiter", clientv3.WithLease(lease.ID)); err != nil {
+		election := fmt.Sprintf("join-%d", n)
+		l := benchLayout(b, election)
+		for range n {
+			lease, err := cli.Grant(ctx, 3600)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := cli.Txn(ctx).Then(
+				clientv3.OpPut(l.QueueKey(lease.ID), "waiter", clientv3.WithLease(lease.ID)),
+				clientv3.OpPut(l.SentinelKey(lease.ID), l.QueueKey(lease.ID), clientv3.WithLease(lease.ID)),
+			).Commit(); err != nil {
 				b.Fatal(err)
 			}
 		}
 		b.Run(fmt.Sprintf("waiters=%d", n), func(b *testing.B) {
-			c := newCampaigner(b, cli, prefix, true)
+			c := newCampaigner(b, cli, election, true)
 			for b.Loop() {
 				if _, err := c.Campaign(ctx); !errors.Is(err, campaign.ErrNotLeader) {
 					b.Fatalf("Campaign with %d ahead = %v, want ErrNotLeader", n, err)

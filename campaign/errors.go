@@ -11,10 +11,16 @@ import (
 // Reasons a term ends without a stop request.
 var (
 	ErrKeyDeleted = errors.New("key deleted")
-	ErrLeaseLost  = errors.New("lease lost")
+	// ErrKeyReplaced is a term's key put again under another lease (or
+	// none) by someone else: it no longer goes with the term's lease.
+	ErrKeyReplaced = errors.New("key replaced")
+	ErrLeaseLost   = errors.New("lease lost")
 	// ErrNotLeader is returned when the caller's context ended while another
 	// candidate still led.
 	ErrNotLeader = errors.New("another candidate leads")
+	// ErrUnreachable is returned when the caller's context ended while the
+	// last request to etcd had failed or gone unanswered.
+	ErrUnreachable = errors.New("etcd unreachable")
 	// ErrResigned is an operator's request to step down (etcdlead resign).
 	ErrResigned = errors.New("resign requested")
 )

@@ -12,23 +12,29 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Term is one lease and one key: a candidacy that became leadership.
+// Term is one lease with its queue key and its sentinel: a candidacy that
+// may become leadership.
 type Term struct {
 	c        *Campaigner
 	Lease    clientv3.LeaseID
-	Key      string
-	Rev      int64         // create revision of Key: the fencing token
+	Key      string        // the queue key
+	Sentinel string        // the lease sentinel
+	Rev      int64         // create revision of both: the fencing token
 	TTL      time.Duration // as granted by etcd
-	watchRev int64
-	dl       atomic.Int64 // boot-clock deadline, see Deadline
+	dl       atomic.Int64  // boot-clock deadline, see Deadline
 	revoked  atomic.Bool
-	fronted  bool
-	vouch    bool // Hold re-puts the key (see putVouch)
+	fronted  atomic.Bool
+	// ctx ends when the term is lost (its keys deleted or taken over, a
+	// resign request, a refusal) or revoked; its cause says which.
+	ctx  context.Context
+	lose context.CancelCauseFunc
 }
 
+// errRevoked ends a term's context when the term itself ends it.
+var errRevoked = errors.New("term revoked")
+
 func (t *Term) front() {
-	if o := t.c.cfg.Observer; o != nil && !t.fronted {
-		t.fronted = true
+	if o := t.c.cfg.Observer; o != nil && !t.fronted.Swap(true) {
 		o.Front(t.Key)
 	}
 }
@@ -52,10 +58,12 @@ func (t *Term) setDeadline(d time.Duration) {
 // from the send time: etcd extends from when it receives the renewal, so this
 // is never later than etcd's own expiry.
 func (t *Term) renewOnce(ctx context.Context, timeout time.Duration) error {
-	rctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), timeout)
-	defer cancel()
 	sent := t.c.cfg.Now()
-	resp, err := t.c.cfg.Client.KeepAliveOnce(rctx, t.Lease)
+	var resp *clientv3.LeaseKeepAliveResponse
+	err := t.c.request(ctx, timeout, func(rctx context.Context) (err error) {
+		resp, err = t.c.cfg.Client.KeepAliveOnce(rctx, t.Lease)
+		return err
+	})
 	if o := t.c.cfg.Observer; o != nil && ctx.Err() == nil {
 		o.Renewed(t.c.cfg.Now()-sent, err)
 	}
@@ -70,8 +78,8 @@ func (t *Term) renewOnce(ctx context.Context, timeout time.Duration) error {
 }
 
 // renewWhileWaiting keeps a waiting candidate's lease alive every T/3. A lease
-// that is gone ends the wait: its key went with it.
-func (t *Term) renewWhileWaiting(ctx context.Context, fail context.CancelCauseFunc) {
+// that is gone ends the term: its keys went with it.
+func (t *Term) renewWhileWaiting(ctx context.Context) {
 	every := t.TTL / 3
 	for {
 		select {
@@ -82,7 +90,7 @@ func (t *Term) renewWhileWaiting(ctx context.Context, fail context.CancelCauseFu
 		if err := t.renewOnce(ctx, every); err != nil {
 			if errors.Is(err, ErrLeaseLost) || Permanent(err) {
 				t.c.log.Warn("lease lost while waiting", "key", t.Key)
-				fail(err)
+				t.lose(err)
 				return
 			}
 			if ctx.Err() == nil {
@@ -92,20 +100,22 @@ func (t *Term) renewWhileWaiting(ctx context.Context, fail context.CancelCauseFu
 	}
 }
 
-// Revoke ends the term: etcd deletes the key with the lease, which wakes the
-// next candidate. Callers revoke only once the child's group is gone. It is
-// bounded by the request timeout and safe to call more than once.
+// Revoke ends the term: etcd deletes its keys with the lease, which wakes
+// the next candidate. Callers revoke only once the child's processes are
+// all gone. It is bounded by the request timeout and safe to call more than
+// once.
 func (t *Term) Revoke() {
 	if t.revoked.Swap(true) {
 		return
 	}
+	t.lose(errRevoked)
 	ctx, cancel := context.WithTimeout(context.Background(), t.c.cfg.RequestTimeout)
 	defer cancel()
 	if _, err := t.c.cfg.Client.Revoke(ctx, t.Lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		t.c.log.Warn("revoke failed; the lease will expire", "lease", fmt.Sprintf("%x", int64(t.Lease)), "ttl", t.TTL, "error", err)
+		t.c.log.Warn("revoke failed; the lease will expire", "lease", leaseHex(t.Lease), "ttl", t.TTL, "error", err)
 		return
 	}
-	t.c.log.Info("resigned", "key", t.Key, "lease", fmt.Sprintf("%x", int64(t.Lease)))
+	t.c.log.Info("lease revoked", "key", t.Key, "lease", leaseHex(t.Lease))
 }
 
 // retry runs f until it succeeds, ctx ends, or the error is permanent.

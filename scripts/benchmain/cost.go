@@ -151,7 +151,10 @@ func (b *bench) costCampaign(ctx context.Context, waiters, handoffs int) (*costR
 		return nil, err
 	}
 	defer closeClients()
-	prefix := fmt.Sprintf("etcdlead/cost-inproc-%d", waiters)
+	layout, err := campaign.NewLayout("etcdlead/", fmt.Sprintf("cost-inproc-%d", waiters))
+	if err != nil {
+		return nil, err
+	}
 	cctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -160,7 +163,7 @@ func (b *bench) costCampaign(ctx context.Context, waiters, handoffs int) (*costR
 	failed := make(chan error, 1+waiters+handoffs)
 	start := func(i int) error {
 		c, err := campaign.New(campaign.Config{
-			Client: clis[i%len(clis)], Prefix: prefix, ID: fmt.Sprintf("w%d", i),
+			Client: clis[i%len(clis)], Layout: layout, ID: fmt.Sprintf("w%d", i),
 			TTL: costTTL * time.Second, Guard: 5 * time.Second, RequestTimeout: 10 * time.Second,
 			Now: supervisor.Now,
 		})
@@ -204,7 +207,7 @@ func (b *bench) costCampaign(ctx context.Context, waiters, handoffs int) (*costR
 			return nil, err
 		}
 	}
-	if err := b.waitCount(ctx, prefix+"/", int64(1+waiters+handoffs), 60*time.Second); err != nil {
+	if err := b.waitCount(ctx, layout.QueuePrefix(), int64(1+waiters+handoffs), 60*time.Second); err != nil {
 		return nil, err
 	}
 	if err := pause(ctx, time.Second); err != nil {

@@ -1,0 +1,404 @@
+package campaign
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// leasePoll is how often a candidate asks whether a lease whose keys are
+// gone, but which still lived when asked, has ended yet. etcd offers no
+// event for a lease's end once its keys are gone (deleted by hand), and
+// only the candidate that watched those keys asks.
+const leasePoll = 250 * time.Millisecond
+
+// lookPage is how many keys below its own a look reads at first: enough for
+// the nearest term and whether a second one waits, unless foreign keys are
+// in the way, in which case the look reads on past them.
+const lookPage = 4
+
+// term is another term as one read showed it.
+type term struct {
+	key   string
+	rev   int64 // create revision
+	lease clientv3.LeaseID
+}
+
+func termOf(kv *mvccpb.KeyValue) *term {
+	return &term{key: string(kv.Key), rev: kv.CreateRevision, lease: clientv3.LeaseID(kv.Lease)}
+}
+
+// view is what one read showed below this term's create revision.
+type view struct {
+	rev    int64 // the read's revision
+	q      *term // nearest valid queue key below ours
+	s      *term // nearest valid sentinel below ours
+	queued int   // valid queue keys below ours (exact after enqueue, else counted up to 2)
+	terms  int   // valid sentinels below ours (likewise)
+}
+
+// clear is the start condition's view part: no older term left.
+func (v view) clear() bool { return v.q == nil && v.s == nil }
+
+// isFront reports that at most one term is ahead.
+func (v view) isFront() bool { return v.queued <= 1 && v.terms <= 1 }
+
+func (v view) ahead() string {
+	if v.q != nil {
+		return v.q.key + " is ahead"
+	}
+	return fmt.Sprintf("an earlier term's lease %s is still alive", leaseHex(v.s.lease))
+}
+
+// scan fills the view from keys sorted by create revision, in either order,
+// all below ours.
+func (v *view) scan(l Layout, queue, sentinels []*mvccpb.KeyValue) {
+	v.q, v.queued = nearest(l.ValidQueueKey, queue)
+	v.s, v.terms = nearest(l.ValidSentinel, sentinels)
+}
+
+func nearest(valid func(*mvccpb.KeyValue) bool, kvs []*mvccpb.KeyValue) (*term, int) {
+	var n *term
+	count := 0
+	for _, kv := range kvs {
+		if !valid(kv) {
+			continue
+		}
+		count++
+		if n == nil || kv.CreateRevision > n.rev {
+			n = termOf(kv)
+		}
+	}
+	return n, count
+}
+
+// enqueue is step 2: one transaction creates the queue key and the
+// sentinel, both only if absent, and reads both prefixes whole. Reads after
+// a write in one transaction see it, so the answer holds this term's create
+// revision and every older term, atomically.
+func (t *Term) enqueue(ctx context.Context) (view, error) {
+	l := t.c.cfg.Layout
+	sorted := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)}
+	// The resign key is read only to learn at once, before any child, that
+	// the role may not read it: the term watches it from now on.
+	reads := []clientv3.Op{clientv3.OpGet(l.QueuePrefix(), sorted...), clientv3.OpGet(l.SentinelPrefix(), sorted...),
+		clientv3.OpGet(l.ResignKey(), clientv3.WithKeysOnly())}
+	var resp *clientv3.TxnResponse
+	err := t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) (err error) {
+		resp, err = t.c.cfg.Client.Txn(rctx).
+			If(clientv3.Compare(clientv3.CreateRevision(t.Key), "=", 0),
+				clientv3.Compare(clientv3.CreateRevision(t.Sentinel), "=", 0)).
+			Then(append([]clientv3.Op{clientv3.OpPut(t.Key, t.c.cfg.ID, clientv3.WithLease(t.Lease)),
+				clientv3.OpPut(t.Sentinel, t.Key, clientv3.WithLease(t.Lease))}, reads...)...).
+			// Else: an earlier attempt of this very transaction committed
+			// but its answer was lost; the keys are ours all the same.
+			Else(reads...).
+			Commit()
+		return err
+	})
+	if err != nil {
+		return view{}, fmt.Errorf("campaign transaction: %w", err)
+	}
+	rs := resp.Responses[len(resp.Responses)-len(reads):]
+	queue, sentinels := rs[0].GetResponseRange().Kvs, rs[1].GetResponseRange().Kvs
+	own := func(kvs []*mvccpb.KeyValue, key string) *mvccpb.KeyValue {
+		for _, kv := range kvs {
+			if string(kv.Key) == key && clientv3.LeaseID(kv.Lease) == t.Lease {
+				return kv
+			}
+		}
+		return nil
+	}
+	k, s := own(queue, t.Key), own(sentinels, t.Sentinel)
+	if k == nil || s == nil || k.CreateRevision != s.CreateRevision {
+		return view{}, fmt.Errorf("campaign transaction: %w", ErrKeyDeleted)
+	}
+	t.Rev = k.CreateRevision
+	v := view{rev: resp.Header.Revision}
+	v.scan(l, below(queue, t.Rev), below(sentinels, t.Rev))
+	return v, nil
+}
+
+func below(kvs []*mvccpb.KeyValue, rev int64) []*mvccpb.KeyValue {
+	var out []*mvccpb.KeyValue
+	for _, kv := range kvs {
+		if kv.CreateRevision < rev {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// wait is steps 3 and 4: watch the nearest older term, and after each
+// wake-up read again; leases whose keys went while they still lived are
+// waited out too. It returns once a read shows nothing older and every
+// such lease is gone.
+func (t *Term) wait(ctx context.Context, v view) error {
+	pending := map[clientv3.LeaseID]string{}
+	var logged view
+	for !v.clear() {
+		if v.isFront() {
+			t.front()
+		}
+		t.logWait(v, &logged)
+		woke, err := t.waitEvent(ctx, v)
+		if err != nil {
+			return t.waitErr(ctx)
+		}
+		// A wake-up asks etcd about the leases of the keys that moved and
+		// reads again, both at once; the read decides.
+		gone := make(chan map[clientv3.LeaseID]bool, 1)
+		go func() { gone <- t.leasesGone(ctx, woke) }()
+		next, lerr := t.look(ctx)
+		g := <-gone
+		for l, key := range woke {
+			if g[l] {
+				delete(pending, l)
+			} else {
+				pending[l] = key
+			}
+		}
+		if lerr != nil {
+			return t.waitErr(ctx, lerr)
+		}
+		v = next
+	}
+	return t.barrier(ctx, pending)
+}
+
+// logWait says what the candidate waits on, once per change.
+func (t *Term) logWait(v view, last *view) {
+	if v.q != nil && (last.q == nil || last.q.key != v.q.key) {
+		t.c.log.Info("waiting on predecessor", "key", v.q.key, "rev", v.q.rev)
+	}
+	if v.s != nil && (v.q == nil || v.q.lease != v.s.lease) && (last.s == nil || last.s.key != v.s.key) {
+		t.c.log.Info("waiting for predecessor lease to end", "sentinel", v.s.key, "lease", leaseHex(v.s.lease))
+		if o := t.c.cfg.Observer; o != nil {
+			o.BarrierWait()
+		}
+	}
+	*last = v
+}
+
+// waitEvent watches the nearest older sentinel and, when it belongs to
+// another term or is missing, the nearest older queue key, from just after
+// the read. It returns the leases of the keys that moved. A broken watch
+// (compaction, a lost etcd leader) returns nothing: the caller reads again.
+func (t *Term) waitEvent(ctx context.Context, v view) (map[clientv3.LeaseID]string, error) {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	watched := map[string]clientv3.LeaseID{}
+	var chans []clientv3.WatchChan
+	for _, p := range []*term{v.s, v.q} {
+		if p == nil || (p == v.q && v.s != nil && v.s.lease == v.q.lease) {
+			continue
+		}
+		watched[p.key] = p.lease
+		chans = append(chans, t.c.cfg.Client.Watch(wctx, p.key, clientv3.WithRev(v.rev+1)))
+	}
+	resp, ok := first(wctx, chans)
+	if !ok {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, nil
+	}
+	if err := resp.Err(); err != nil {
+		t.c.log.Debug("predecessor watch interrupted; looking again", "error", err)
+		return nil, nil
+	}
+	woke := map[clientv3.LeaseID]string{}
+	for _, ev := range resp.Events {
+		if l, ok := watched[string(ev.Kv.Key)]; ok {
+			woke[l] = string(ev.Kv.Key)
+		}
+	}
+	return woke, nil
+}
+
+// first returns the first response with events or an error from any of
+// chans, or false when ctx ended or a channel closed.
+func first(ctx context.Context, chans []clientv3.WatchChan) (clientv3.WatchResponse, bool) {
+	out := make(chan clientv3.WatchResponse, len(chans))
+	for _, ch := range chans {
+		go func() {
+			for resp := range ch {
+				if resp.Err() != nil || len(resp.Events) > 0 {
+					out <- resp
+					return
+				}
+			}
+			out <- clientv3.WatchResponse{Canceled: true}
+		}()
+	}
+	select {
+	case resp := <-out:
+		return resp, !resp.Canceled || resp.Err() != nil
+	case <-ctx.Done():
+		return clientv3.WatchResponse{}, false
+	}
+}
+
+// look is the start read: one read-only transaction that checks this
+// term's own keys (create revision and lease) and reads the nearest valid
+// queue key and sentinel below them, retrying until ctx ends. It returns
+// an error wrapping ErrKeyDeleted when the own keys are not intact.
+func (t *Term) look(ctx context.Context) (view, error) {
+	l := t.c.cfg.Layout
+	older := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(t.Rev - 1),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend)}
+	var v view
+	var mine bool
+	err := retry(ctx, func() error {
+		return t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) error {
+			page := append(older, clientv3.WithLimit(lookPage))
+			resp, err := t.c.cfg.Client.Txn(rctx).
+				If(t.intact()...).
+				Then(clientv3.OpGet(l.QueuePrefix(), page...), clientv3.OpGet(l.SentinelPrefix(), page...)).
+				Commit()
+			if err != nil {
+				return err
+			}
+			v, mine = view{rev: resp.Header.Revision}, resp.Succeeded
+			if !mine {
+				return nil
+			}
+			q, s := resp.Responses[0].GetResponseRange(), resp.Responses[1].GetResponseRange()
+			v.scan(l, q.Kvs, s.Kvs)
+			// Foreign keys filled a page: read on past them, at the same
+			// revision, so that none can hide a valid key.
+			if q.More && v.queued < 2 {
+				if q.Kvs, err = t.readAt(rctx, l.QueuePrefix(), v.rev, older); err != nil {
+					return err
+				}
+			}
+			if s.More && v.terms < 2 {
+				if s.Kvs, err = t.readAt(rctx, l.SentinelPrefix(), v.rev, older); err != nil {
+					return err
+				}
+			}
+			v.scan(l, q.Kvs, s.Kvs)
+			return nil
+		})
+	})
+	if err == nil && !mine {
+		err = fmt.Errorf("while waiting: %w", ErrKeyDeleted)
+	}
+	return v, err
+}
+
+func (t *Term) readAt(ctx context.Context, prefix string, rev int64, opts []clientv3.OpOption) ([]*mvccpb.KeyValue, error) {
+	resp, err := t.c.cfg.Client.Get(ctx, prefix, append(opts, clientv3.WithRev(rev))...)
+	if err != nil {
+		return nil, err
+	}
+	return resp.Kvs, nil
+}
+
+// intact compares this term's keys with what it created: same create
+// revision, same lease.
+func (t *Term) intact() []clientv3.Cmp {
+	return []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(t.Key), "=", t.Rev),
+		clientv3.Compare(clientv3.LeaseValue(t.Key), "=", t.Lease),
+		clientv3.Compare(clientv3.CreateRevision(t.Sentinel), "=", t.Rev),
+		clientv3.Compare(clientv3.LeaseValue(t.Sentinel), "=", t.Lease),
+	}
+}
+
+// leasesGone asks etcd about each lease once (retrying errors). Only TTL -1
+// means gone: the TTL is truncated to whole seconds, so a live lease with
+// under a second left answers 0.
+func (t *Term) leasesGone(ctx context.Context, leases map[clientv3.LeaseID]string) map[clientv3.LeaseID]bool {
+	out := map[clientv3.LeaseID]bool{}
+	for id := range leases {
+		gone, err := t.leaseGone(ctx, id)
+		out[id] = gone && err == nil
+	}
+	return out
+}
+
+func (t *Term) leaseGone(ctx context.Context, id clientv3.LeaseID) (bool, error) {
+	var gone bool
+	err := retry(ctx, func() error {
+		return t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) error {
+			resp, err := t.c.cfg.Client.TimeToLive(rctx, id)
+			if err != nil {
+				return err
+			}
+			gone = resp.TTL == -1
+			return nil
+		})
+	})
+	return gone, err
+}
+
+// barrier waits until every lease in pending is gone: a deleted key does
+// not prove a stopped child; a gone lease does, because the holder's fence
+// fires before etcd can expire it.
+func (t *Term) barrier(ctx context.Context, pending map[clientv3.LeaseID]string) error {
+	for id, key := range pending {
+		logged := false
+		for {
+			gone, err := t.leaseGone(ctx, id)
+			if err != nil {
+				return t.waitErr(ctx, err)
+			}
+			if gone {
+				break
+			}
+			if !logged {
+				if o := t.c.cfg.Observer; o != nil {
+					o.BarrierWait()
+				}
+				t.c.log.Info("waiting for predecessor lease to end", "key", key, "lease", leaseHex(id))
+				logged = true
+			}
+			select {
+			case <-ctx.Done():
+				return t.waitErr(ctx)
+			case <-time.After(leasePoll):
+			}
+		}
+	}
+	return nil
+}
+
+// waitErr turns the end of waiting into the error callers act on: a
+// permanent error as it is; the term's loss by its cause; the caller's
+// context ending as ErrNotLeader, or ErrUnreachable when etcd did not
+// answer the last request.
+func (t *Term) waitErr(ctx context.Context, errs ...error) error {
+	if ctx.Err() == nil && len(errs) > 0 && errs[0] != nil {
+		return errs[0]
+	}
+	if cause := context.Cause(t.ctx); cause != nil && cause != errRevoked {
+		return cause
+	}
+	if err := t.c.reach.failing(); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnreachable, err)
+	}
+	return fmt.Errorf("%w: %w", ErrNotLeader, ctx.Err())
+}
+
+// confirm is step 5: the fence point must still be ahead, renewing once if
+// it is close, so that the child does not start under a fence about to
+// fire.
+func (t *Term) confirm(ctx context.Context) error {
+	if t.c.cfg.Now()+t.c.cfg.Guard >= t.Deadline() {
+		if err := t.renewOnce(ctx, t.c.cfg.RequestTimeout); err != nil {
+			return t.waitErr(ctx, err)
+		}
+		if t.c.cfg.Now()+t.c.cfg.Guard >= t.Deadline() {
+			return fmt.Errorf("confirm: fence point already passed: %w", ErrLeaseLost)
+		}
+	}
+	if ctx.Err() != nil {
+		return t.waitErr(ctx)
+	}
+	return nil
+}

@@ -1,0 +1,340 @@
+package campaign_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlead/etcdlead/campaign"
+	"github.com/etcdlead/etcdlead/internal/etcdtest"
+	"github.com/etcdlead/etcdlead/supervisor"
+)
+
+// The campaign's promise at its own level, on a real etcd: Campaign returns
+// a term only when no older term can still run a child. These tests run
+// the campaign's goroutines (renewals, the guard's watches and re-reads,
+// the wait) under the race detector. Each subtest has an election of its
+// own on one etcd.
+
+const safety = 30 * time.Second
+
+type fixture struct {
+	t       *testing.T
+	cli     *clientv3.Client
+	l       campaign.Layout
+	n       int
+	front   chan string   // keys of candidates that became next in line
+	barrier chan struct{} // a candidate waits for an older lease
+}
+
+func (f *fixture) Renewed(time.Duration, error) {}
+func (f *fixture) BarrierWait()                 { f.barrier <- struct{}{} }
+func (f *fixture) Queued(string, int)           {}
+func (f *fixture) Front(key string)             { f.front <- key }
+
+func newFixture(t *testing.T, cli *clientv3.Client) *fixture {
+	l, err := campaign.NewLayout("test/", t.Name()[len("TestCampaign/"):])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{t: t, cli: cli, l: l, front: make(chan string, 16), barrier: make(chan struct{}, 16)}
+}
+
+func (f *fixture) campaigner(noWait bool) *campaign.Campaigner {
+	f.t.Helper()
+	f.n++
+	c, err := campaign.New(campaign.Config{
+		Client: f.cli, Layout: f.l, ID: fmt.Sprintf("c%d", f.n), TTL: 10 * time.Second,
+		Guard: time.Second, RequestTimeout: 5 * time.Second, Now: supervisor.Now, NoWait: noWait, Observer: f,
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return c
+}
+
+type result struct {
+	term *campaign.Term
+	err  error
+}
+
+// start campaigns in the background; the channel gets the outcome.
+func (f *fixture) start(ctx context.Context) <-chan result {
+	c := f.campaigner(false)
+	out := make(chan result, 1)
+	go func() {
+		t, err := c.Campaign(ctx)
+		out <- result{t, err}
+	}()
+	return out
+}
+
+func (f *fixture) lead() *campaign.Term {
+	f.t.Helper()
+	return f.await(f.start(f.t.Context()))
+}
+
+func (f *fixture) await(ch <-chan result) *campaign.Term {
+	f.t.Helper()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			f.t.Fatalf("campaign: %v", r.err)
+		}
+		f.t.Cleanup(r.term.Revoke)
+		return r.term
+	case <-time.After(safety):
+		f.t.Fatalf("no term within %s", safety)
+	}
+	return nil
+}
+
+// waiting starts a candidate and returns once its keys are in etcd.
+func (f *fixture) waiting(ctx context.Context, ahead int) <-chan result {
+	f.t.Helper()
+	ch := f.start(ctx)
+	deadline := time.Now().Add(safety)
+	for {
+		resp, err := f.cli.Get(ctx, f.l.SentinelPrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if resp.Count > int64(ahead) {
+			return ch
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("candidate not queued within %s", safety)
+		}
+		wctx, cancel := context.WithTimeout(ctx, time.Second)
+		<-f.cli.Watch(wctx, f.l.SentinelPrefix(), clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+		cancel()
+	}
+}
+
+// still fails if ch delivers before the other event happens: the candidate
+// must still wait.
+func still(t *testing.T, ch <-chan result, what string) {
+	t.Helper()
+	select {
+	case r := <-ch:
+		t.Fatalf("%s: the candidate stopped waiting (err %v)", what, r.err)
+	default:
+	}
+}
+
+// newest is the newest valid queue key of l.
+func newest(t *testing.T, cli *clientv3.Client, l campaign.Layout) string {
+	t.Helper()
+	resp, err := cli.Get(t.Context(), l.QueuePrefix(), clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range resp.Kvs {
+		if l.ValidQueueKey(kv) {
+			return string(kv.Key)
+		}
+	}
+	t.Fatal("no valid queue key")
+	return ""
+}
+
+// waitsOnLease blocks until a candidate says it waits for an older lease,
+// and fails if b stops waiting first.
+func (f *fixture) waitsOnLease(b <-chan result) {
+	f.t.Helper()
+	select {
+	case <-f.barrier:
+	case r := <-b:
+		f.t.Fatalf("the candidate stopped waiting (err %v)", r.err)
+	case <-time.After(safety):
+		f.t.Fatal("the candidate did not wait for the older lease")
+	}
+}
+
+func hold(t *campaign.Term) <-chan error {
+	out := make(chan error, 1)
+	go func() { out <- t.Hold(context.Background(), func(time.Duration) {}) }()
+	return out
+}
+
+func awaitErr(t *testing.T, ch <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-ch:
+		return err
+	case <-time.After(safety):
+		t.Fatalf("no end within %s", safety)
+	}
+	return nil
+}
+
+func TestCampaign(t *testing.T) {
+	cli := etcdtest.Start(t, etcdtest.Options{}).Client(t)
+	ctx := t.Context()
+
+	t.Run("handoff", func(t *testing.T) {
+		f := newFixture(t, cli)
+		a := f.lead()
+		b := f.waiting(ctx, 1)
+		still(t, b, "A leads")
+		a.Revoke()
+		tb := f.await(b)
+		if tb.Rev <= a.Rev {
+			t.Errorf("B's fencing token %d not above A's %d", tb.Rev, a.Rev)
+		}
+	})
+
+	// A sentinel deleted by hand while its lease lives: the waiter that
+	// watched it waits the lease out.
+	t.Run("sentinel-deleted-lease-lives", func(t *testing.T) {
+		f := newFixture(t, cli)
+		a := f.lead()
+		held := hold(a)
+		b := f.waiting(ctx, 1)
+		if _, err := cli.Delete(ctx, a.Sentinel); err != nil {
+			t.Fatal(err)
+		}
+		if err := awaitErr(t, held); !errors.Is(err, campaign.ErrKeyDeleted) {
+			t.Fatalf("A's Hold = %v, want ErrKeyDeleted", err)
+		}
+		// A's queue key is still there; delete it too, leaving only the
+		// live lease: B must still wait.
+		if _, err := cli.Delete(ctx, a.Key); err != nil {
+			t.Fatal(err)
+		}
+		f.waitsOnLease(b)
+		c := f.waiting(ctx, 1) // a newcomer sees nothing of A at all
+		still(t, b, "A's lease lives")
+		a.Revoke()
+		f.await(b)
+		// The newcomer is behind B, not beside it.
+		still(t, c, "B leads")
+	})
+
+	// Deleting the queue key only: newcomers wait on the sentinel.
+	t.Run("queue-key-deleted", func(t *testing.T) {
+		f := newFixture(t, cli)
+		a := f.lead()
+		held := hold(a)
+		if _, err := cli.Delete(ctx, a.Key); err != nil {
+			t.Fatal(err)
+		}
+		if err := awaitErr(t, held); !errors.Is(err, campaign.ErrKeyDeleted) {
+			t.Fatalf("A's Hold = %v, want ErrKeyDeleted", err)
+		}
+		b := f.waiting(ctx, 1)
+		f.waitsOnLease(b)
+		if _, err := f.campaigner(true).Campaign(ctx); !errors.Is(err, campaign.ErrNotLeader) {
+			t.Errorf("--no-wait beside a live older lease = %v, want ErrNotLeader", err)
+		}
+		a.Revoke()
+		f.await(b)
+	})
+
+	// A waiter whose own key goes leaves at once, not when its turn comes.
+	t.Run("waiter-key-deleted", func(t *testing.T) {
+		f := newFixture(t, cli)
+		f.lead()
+		b := f.waiting(ctx, 1)
+		if _, err := cli.Delete(ctx, newest(t, cli, f.l)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case r := <-b:
+			if !errors.Is(r.err, campaign.ErrKeyDeleted) {
+				t.Fatalf("B's campaign = %v, want ErrKeyDeleted", r.err)
+			}
+		case <-time.After(safety):
+			t.Fatal("B did not notice its key was deleted")
+		}
+	})
+
+	// A put that moves the leader's key to another lease ends its term.
+	t.Run("key-replaced", func(t *testing.T) {
+		f := newFixture(t, cli)
+		a := f.lead()
+		held := hold(a)
+		if _, err := cli.Put(ctx, a.Sentinel, "mine now"); err != nil {
+			t.Fatal(err)
+		}
+		if err := awaitErr(t, held); !errors.Is(err, campaign.ErrKeyReplaced) {
+			t.Fatalf("Hold = %v, want ErrKeyReplaced", err)
+		}
+	})
+
+	// Foreign keys between two terms fill the start read's first page; the
+	// read goes on past them and still finds the older term.
+	t.Run("foreign-keys-paged-past", func(t *testing.T) {
+		f := newFixture(t, cli)
+		a := f.lead()
+		xctx, xcancel := context.WithCancel(ctx)
+		x := f.waiting(xctx, 1)
+		for i := range 12 {
+			if _, err := cli.Put(ctx, fmt.Sprintf("%s%x", f.l.QueuePrefix(), 0x1000+i), "forged"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cli.Put(ctx, fmt.Sprintf("%sz%d", f.l.SentinelPrefix(), i), "forged"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b := f.waiting(ctx, 14)
+		bKey := newest(t, cli, f.l)
+		// X leaves: B wakes up, and its look must read past the forged
+		// keys to find A, which makes B next in line.
+		xcancel()
+		if r := <-x; !errors.Is(r.err, campaign.ErrNotLeader) {
+			t.Fatalf("X's campaign = %v, want ErrNotLeader", r.err)
+		}
+		for key := ""; key != bKey; {
+			select {
+			case key = <-f.front:
+			case r := <-b:
+				t.Fatalf("B stopped waiting while A leads (err %v)", r.err)
+			case <-time.After(safety):
+				t.Fatal("B did not become next in line")
+			}
+		}
+		still(t, b, "A leads behind forged keys")
+		a.Revoke()
+		f.await(b)
+	})
+
+	// A resign request reaches a candidate that still waits.
+	t.Run("resign-while-waiting", func(t *testing.T) {
+		f := newFixture(t, cli)
+		f.lead()
+		b := f.waiting(ctx, 1)
+		bKey := newest(t, cli, f.l)
+		if _, err := cli.Put(ctx, f.l.ResignKey(), bKey); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case r := <-b:
+			if !errors.Is(r.err, campaign.ErrResigned) {
+				t.Fatalf("B's campaign = %v, want ErrResigned", r.err)
+			}
+		case <-time.After(safety):
+			t.Fatal("B did not hear the resign request")
+		}
+		// B's keys went with its revoked lease.
+		if c, _ := cli.Get(ctx, bKey, clientv3.WithCountOnly()); c.Count != 0 {
+			t.Error("B's key is still there")
+		}
+	})
+
+	// A context that ends while another term leads: ErrNotLeader.
+	t.Run("wait-ends", func(t *testing.T) {
+		f := newFixture(t, cli)
+		f.lead()
+		wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer cancel()
+		if _, err := f.campaigner(false).Campaign(wctx); !errors.Is(err, campaign.ErrNotLeader) {
+			t.Errorf("Campaign = %v, want ErrNotLeader", err)
+		}
+	})
+}

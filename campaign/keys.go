@@ -1,0 +1,184 @@
+package campaign
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// The key layout of one election (docs/design.md, "Keys"). With the
+// election prefix P = <prefix><election>:
+//
+//	P/<lease hex>          queue key, value = the candidate's id (etcd's
+//	                       concurrency.Election layout, so etcdctl elect -l
+//	                       and Election.Leader see the same leader)
+//	P.lease/<lease hex>    the term's lease sentinel, value = its queue key
+//	P.resign               the resign request, value = the queue key asked
+//
+// Every key of a term is attached to the term's lease and named by it, so
+// it goes exactly when the lease ends. The election names reserved below
+// keep one election's keys out of every other's.
+const (
+	sentinelSuffix = ".lease"
+	resignSuffix   = ".resign"
+	// slotSuffix is not used yet: it keeps room for slot keys of
+	// elections with more than one holder.
+	slotSuffix = ".slot"
+
+	// MaxIDLen bounds --id, which is stored in every queue key and given
+	// to the child and to systemd: etcd refuses requests over its own
+	// limit only after a campaign has begun.
+	MaxIDLen = 256
+)
+
+var reservedSuffixes = []string{sentinelSuffix, resignSuffix, slotSuffix}
+
+// Layout names the keys of one election.
+type Layout struct {
+	p    string // the election prefix P, without a trailing slash
+	name string // the election's name, P's last segment
+}
+
+// NewLayout checks prefix and election and returns their layout. prefix is
+// normalised to end in '/'.
+func NewLayout(prefix, election string) (Layout, error) {
+	prefix, err := NormalPrefix(prefix)
+	if err != nil {
+		return Layout{}, err
+	}
+	if err := CheckElection(election); err != nil {
+		return Layout{}, err
+	}
+	return Layout{p: prefix + election, name: election}, nil
+}
+
+// Name is the election's name.
+func (l Layout) Name() string { return l.name }
+
+// Prefix is the election prefix P (no trailing slash), which etcdctl elect
+// and concurrency.NewElection take as the election's name.
+func (l Layout) Prefix() string { return l.p }
+
+// QueuePrefix holds the candidates' queue keys.
+func (l Layout) QueuePrefix() string { return l.p + "/" }
+
+// SentinelPrefix holds the terms' lease sentinels.
+func (l Layout) SentinelPrefix() string { return l.p + sentinelSuffix + "/" }
+
+// ResignKey is where etcdlead resign asks a leader to step down.
+func (l Layout) ResignKey() string { return l.p + resignSuffix }
+
+// QueueKey is the queue key of the term with lease id.
+func (l Layout) QueueKey(id clientv3.LeaseID) string { return l.QueuePrefix() + leaseHex(id) }
+
+// SentinelKey is the sentinel of the term with lease id.
+func (l Layout) SentinelKey(id clientv3.LeaseID) string { return l.SentinelPrefix() + leaseHex(id) }
+
+func leaseHex(id clientv3.LeaseID) string { return strconv.FormatInt(int64(id), 16) }
+
+// validUnder reports whether kv is a key of a term in exactly the shape
+// prefix<lease hex>: one segment, the lease's canonical hex, and attached
+// to that very lease. Anything else under the prefix (a key put by hand or
+// by another program, a nested election's keys) belongs to no term.
+func validUnder(prefix string, kv *mvccpb.KeyValue) bool {
+	name, ok := strings.CutPrefix(string(kv.Key), prefix)
+	if !ok || kv.Lease <= 0 {
+		return false
+	}
+	return name == leaseHex(clientv3.LeaseID(kv.Lease))
+}
+
+// ValidQueueKey reports whether kv is a candidate of this election.
+func (l Layout) ValidQueueKey(kv *mvccpb.KeyValue) bool { return validUnder(l.QueuePrefix(), kv) }
+
+// ValidSentinel reports whether kv is a term's sentinel in this election.
+func (l Layout) ValidSentinel(kv *mvccpb.KeyValue) bool { return validUnder(l.SentinelPrefix(), kv) }
+
+// NormalPrefix checks --prefix and returns it ending in '/'. A prefix is a
+// path of non-empty segments; a leading '/' is allowed, as many etcd
+// key spaces start with one.
+func NormalPrefix(prefix string) (string, error) {
+	if prefix == "" {
+		return "", errors.New(`--prefix is empty: use e.g. --prefix etcdlead/`)
+	}
+	for _, r := range prefix {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) || r == unicode.ReplacementChar {
+			return "", fmt.Errorf("--prefix %q has whitespace or unprintable characters: use e.g. --prefix etcdlead/", prefix)
+		}
+	}
+	if !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	if rest := strings.TrimPrefix(prefix, "/"); rest == "" || strings.HasPrefix(rest, "/") || strings.Contains(rest, "//") {
+		return "", fmt.Errorf("--prefix %q has an empty segment: use e.g. --prefix etcdlead/", prefix)
+	}
+	return prefix, nil
+}
+
+// CheckElection checks an election name: one printable segment that does
+// not end in a suffix the layout reserves for its own keys.
+func CheckElection(name string) error {
+	if name == "" {
+		return errors.New("election name is empty: give one with --election NAME")
+	}
+	if strings.ContainsAny(name, "/ \t\n\r") {
+		return fmt.Errorf("election name %q may not contain '/' or spaces: use e.g. --election %s", name,
+			strings.NewReplacer("/", "-", " ", "-", "\t", "-", "\n", "-", "\r", "-").Replace(name))
+	}
+	for _, r := range name {
+		if !unicode.IsPrint(r) || r == unicode.ReplacementChar {
+			return fmt.Errorf("election name %q has unprintable characters: use letters, digits, '.', '-' or '_'", name)
+		}
+	}
+	for _, s := range reservedSuffixes {
+		if strings.HasSuffix(name, s) {
+			return fmt.Errorf("election name %q ends in %q, which etcdlead reserves for its own keys: use e.g. --election %s",
+				name, s, strings.TrimSuffix(name, s)+"-"+s[1:])
+		}
+	}
+	return nil
+}
+
+// CheckID checks --id: one printable line of at most MaxIDLen bytes.
+func CheckID(id string) error {
+	if id == "" {
+		return errors.New("--id is empty: leave it out for hostname/pid, or give a name")
+	}
+	if len(id) > MaxIDLen {
+		return fmt.Errorf("--id is %d bytes long: use at most %d", len(id), MaxIDLen)
+	}
+	for _, r := range id {
+		if !unicode.IsPrint(r) || r == unicode.ReplacementChar {
+			return fmt.Errorf("--id %q has unprintable characters: use one line of printable characters", id)
+		}
+	}
+	return nil
+}
+
+// SplitKey finds the election a key of etcdlead's layout belongs to, for
+// messages about it (a permission refused on it, say): the election prefix
+// P of a queue key, a sentinel, their prefixes or the resign key.
+func SplitKey(key string) (Layout, bool) {
+	if p, ok := strings.CutSuffix(key, resignSuffix); ok && p != "" {
+		return layoutOf(p), true
+	}
+	i := strings.LastIndex(key, "/")
+	if i <= 0 {
+		return Layout{}, false
+	}
+	p := key[:i]
+	if q, ok := strings.CutSuffix(p, sentinelSuffix); ok {
+		p = q
+	}
+	return layoutOf(p), p != ""
+}
+
+// layoutOf is the layout of election prefix p, as found in a key.
+func layoutOf(p string) Layout {
+	return Layout{p: p, name: p[strings.LastIndex(p, "/")+1:]}
+}

@@ -1,0 +1,169 @@
+package campaign
+
+import (
+	"strings"
+	"testing"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+func kv(key string, lease int64) *mvccpb.KeyValue {
+	return &mvccpb.KeyValue{Key: []byte(key), Lease: lease}
+}
+
+func mustLayout(t *testing.T, prefix, election string) Layout {
+	t.Helper()
+	l, err := NewLayout(prefix, election)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// A key is a term's only in its exact shape, in its own place, under the
+// lease its name gives.
+func TestValidKeys(t *testing.T) {
+	l := mustLayout(t, "etcdlead/", "x")
+	const id = 0x694d8f1c2a3b9e05
+	for _, c := range []struct {
+		kv              *mvccpb.KeyValue
+		queue, sentinel bool
+	}{
+		{kv(l.QueueKey(id), id), true, false},
+		{kv(l.SentinelKey(id), id), false, true},
+		{kv("etcdlead/x/694d8f1c2a3b9e05", id), true, false},
+		{kv("etcdlead/x/694d8f1c2a3b9e05", id+1), false, false}, // another lease
+		{kv("etcdlead/x/694d8f1c2a3b9e05", 0), false, false},    // no lease
+		{kv("etcdlead/x/694D8F1C2A3B9E05", id), false, false},   // not canonical
+		{kv("etcdlead/x/0694d8f1c2a3b9e05", id), false, false},  // leading zero
+		{kv("etcdlead/x/zzz", id), false, false},                // not hex
+		{kv("etcdlead/x/y/694d8f1c2a3b9e05", id), false, false}, // a nested election
+		{kv("etcdlead/x.lease/y/694d8f1c2a3b9e05", id), false, false},
+		{kv("etcdlead/xx/694d8f1c2a3b9e05", id), false, false}, // another election
+		{kv("etcdlead/x.resign", id), false, false},
+		{kv("etcdlead/x/", id), false, false},
+	} {
+		if got := l.ValidQueueKey(c.kv); got != c.queue {
+			t.Errorf("ValidQueueKey(%s, lease %x) = %v", c.kv.Key, c.kv.Lease, got)
+		}
+		if got := l.ValidSentinel(c.kv); got != c.sentinel {
+			t.Errorf("ValidSentinel(%s, lease %x) = %v", c.kv.Key, c.kv.Lease, got)
+		}
+	}
+}
+
+// No election's keys lie among another's: not with a prefix inside another
+// election, nor with a name that would put its queue among sentinels.
+func TestLayoutsDoNotOverlap(t *testing.T) {
+	const id = 0x2a
+	ls := []Layout{
+		mustLayout(t, "etcdlead/", "x"),
+		mustLayout(t, "etcdlead/x/", "y"),
+		mustLayout(t, "etcdlead/x/", "2a"),
+		mustLayout(t, "etcdlead/x.lease/", "2a"),
+		mustLayout(t, "etcdlead/", "x.2"),
+		mustLayout(t, "etcdlead/", "x-lease"),
+	}
+	for i, a := range ls {
+		for j, b := range ls {
+			if i == j {
+				continue
+			}
+			for _, k := range []*mvccpb.KeyValue{kv(b.QueueKey(id), id), kv(b.SentinelKey(id), id)} {
+				if a.ValidQueueKey(k) || a.ValidSentinel(k) {
+					t.Errorf("%s's key %s is valid in %s", b.Prefix(), k.Key, a.Prefix())
+				}
+			}
+		}
+	}
+}
+
+func TestNames(t *testing.T) {
+	for _, c := range []struct {
+		prefix, want, err string
+	}{
+		{"etcdlead/", "etcdlead/", ""},
+		{"etcdlead", "etcdlead/", ""},
+		{"/registry/etcdlead", "/registry/etcdlead/", ""},
+		{"a/b/", "a/b/", ""},
+		{"", "", "--prefix is empty"},
+		{"/", "", "empty segment"},
+		{"a//b/", "", "empty segment"},
+		{"//a", "", "empty segment"},
+		{"a b/", "", "whitespace"},
+		{"a\tb/", "", "whitespace"},
+		{"a\x00/", "", "unprintable"},
+	} {
+		got, err := NormalPrefix(c.prefix)
+		if got != c.want || (err == nil) != (c.err == "") || (err != nil && !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("NormalPrefix(%q) = %q, %v; want %q, %q", c.prefix, got, err, c.want, c.err)
+		}
+	}
+	for name, want := range map[string]string{
+		"reports": "", "nightly.report": "", "x-lease": "", "lease": "", ".lease": "reserves",
+		"x.lease":  `ends in ".lease", which etcdlead reserves for its own keys: use e.g. --election x-lease`,
+		"x.resign": "reserves", "x.slot": "reserves", "a/b": "may not contain '/'", "a b": "spaces",
+		"a\x01b": "unprintable", "a\xffb": "unprintable", "": "is empty",
+	} {
+		err := CheckElection(name)
+		if (err == nil) != (want == "") || (err != nil && !strings.Contains(err.Error(), want)) {
+			t.Errorf("CheckElection(%q) = %v, want %q", name, err, want)
+		}
+	}
+	for id, want := range map[string]string{
+		"web-1/4121": "", "a b": "", strings.Repeat("x", MaxIDLen): "",
+		strings.Repeat("x", MaxIDLen+1): "bytes long", "a\nMAINPID=1": "unprintable", "a\x1b[2J": "unprintable",
+		"a\xff": "unprintable", "": "empty",
+	} {
+		err := CheckID(id)
+		if (err == nil) != (want == "") || (err != nil && !strings.Contains(err.Error(), want)) {
+			t.Errorf("CheckID(%.20q) = %v, want %q", id, err, want)
+		}
+	}
+}
+
+// A refused key names its election, whichever of its keys it was.
+func TestSplitKey(t *testing.T) {
+	l := mustLayout(t, "etcdlead/", "reports")
+	for _, key := range []string{l.QueueKey(0x2a), l.SentinelKey(0x2a), l.QueuePrefix(), l.SentinelPrefix(), l.ResignKey()} {
+		got, ok := SplitKey(key)
+		if !ok || got != l {
+			t.Errorf("SplitKey(%q) = %+v, %v; want %+v", key, got, ok, l)
+		}
+	}
+	if _, ok := SplitKey("nokey"); ok {
+		t.Error("SplitKey of a key with no '/' found an election")
+	}
+}
+
+// Grouping everything under a prefix: valid keys by election and in create
+// order, foreign keys counted, sentinels not taken for an election of their
+// own, resign keys left out.
+func TestElections(t *testing.T) {
+	x := mustLayout(t, "p/", "x")
+	y := mustLayout(t, "p/", "y")
+	at := func(k *mvccpb.KeyValue, rev int64) *mvccpb.KeyValue { k.CreateRevision = rev; return k }
+	kvs := []*mvccpb.KeyValue{
+		at(kv(x.QueueKey(7), 7), 2),
+		at(kv(x.SentinelKey(7), 7), 2),
+		at(kv("p/x/zzz", 0), 3),
+		at(kv(y.SentinelKey(9), 9), 4),
+		at(kv(x.ResignKey(), 0), 5),
+		at(kv(x.QueueKey(5), 5), 6),
+		at(kv(x.SentinelKey(5), 5), 6),
+		at(kv("p/x.lease/zz", 5), 7),
+		at(kv("p/x.resign/1", 1), 8),
+	}
+	els := Elections("p/", kvs)
+	if len(els) != 2 || els[0].Name != "x" || els[1].Name != "y" {
+		t.Fatalf("elections %+v, want x and y", els)
+	}
+	ex, ey := els[0], els[1]
+	if l := ex.Leader(); l == nil || clientv3.LeaseID(l.Lease) != 7 || len(ex.Queue) != 2 || ex.Skipped != 2 || ex.Older() != 0 {
+		t.Errorf("x: leader %v, queue %d, skipped %d, older %d", ex.Leader(), len(ex.Queue), ex.Skipped, ex.Older())
+	}
+	if ey.Leader() != nil || ey.Older() != 1 || ey.Skipped != 0 {
+		t.Errorf("y: leader %v, older %d, skipped %d; want none, 1, 0", ey.Leader(), ey.Older(), ey.Skipped)
+	}
+}

@@ -1,0 +1,120 @@
+package campaign
+
+import (
+	"context"
+	"sort"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Election is one election as a read of its keys shows it, for observers
+// (etcdlead status and resign). Only valid keys count: a key put by hand,
+// by another program or by a nested election is skipped, never taken for
+// a candidate, and never hides one.
+type Election struct {
+	Name   string
+	Layout Layout
+	// Queue holds the valid queue keys by create revision: the first leads.
+	Queue []*mvccpb.KeyValue
+	// Sentinels holds the valid sentinels by create revision: one per term
+	// whose lease lives, queued or not.
+	Sentinels []*mvccpb.KeyValue
+	// Skipped counts the other keys under the queue and sentinel prefixes.
+	Skipped int
+}
+
+// Leader is the first valid queue key, or nil.
+func (e *Election) Leader() *mvccpb.KeyValue {
+	if len(e.Queue) == 0 {
+		return nil
+	}
+	return e.Queue[0]
+}
+
+// Older counts the terms whose lease still lives below the leader's with no
+// queue key left (deleted by hand, or stopping): the leader waits for them
+// before it starts its child.
+func (e *Election) Older() int {
+	l := e.Leader()
+	n := 0
+	for _, s := range e.Sentinels {
+		if l == nil || s.CreateRevision < l.CreateRevision {
+			n++
+		}
+	}
+	return n
+}
+
+func (e *Election) add(kv *mvccpb.KeyValue) {
+	switch {
+	case strings.HasPrefix(string(kv.Key), e.Layout.SentinelPrefix()):
+		if e.Layout.ValidSentinel(kv) {
+			e.Sentinels = append(e.Sentinels, kv)
+			return
+		}
+	case e.Layout.ValidQueueKey(kv):
+		e.Queue = append(e.Queue, kv)
+		return
+	}
+	e.Skipped++
+}
+
+func (e *Election) sort() {
+	for _, kvs := range [][]*mvccpb.KeyValue{e.Queue, e.Sentinels} {
+		sort.SliceStable(kvs, func(i, j int) bool { return kvs[i].CreateRevision < kvs[j].CreateRevision })
+	}
+}
+
+// ReadElection reads one election's queue and sentinels in one read-only
+// transaction, and returns them with the read's revision.
+func ReadElection(ctx context.Context, cli *clientv3.Client, l Layout) (Election, int64, error) {
+	all := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)}
+	resp, err := cli.Txn(ctx).Then(clientv3.OpGet(l.QueuePrefix(), all...), clientv3.OpGet(l.SentinelPrefix(), all...)).Commit()
+	if err != nil {
+		return Election{}, 0, err
+	}
+	e := Election{Name: l.name, Layout: l}
+	for _, r := range resp.Responses {
+		for _, kv := range r.GetResponseRange().Kvs {
+			e.add(kv)
+		}
+	}
+	e.sort()
+	return e, resp.Header.Revision, nil
+}
+
+// Elections sorts the keys of a read of everything under prefix (already
+// checked with NormalPrefix) into the elections they belong to, in order
+// of their first key. Keys that belong to no election name (resign
+// requests, keys in reserved or malformed places) are left out.
+func Elections(prefix string, kvs []*mvccpb.KeyValue) []Election {
+	var out []Election
+	index := map[string]int{}
+	for _, kv := range kvs {
+		rest, ok := strings.CutPrefix(string(kv.Key), prefix)
+		if !ok {
+			continue
+		}
+		name, _, ok := strings.Cut(rest, "/")
+		if !ok {
+			continue
+		}
+		name = strings.TrimSuffix(name, sentinelSuffix)
+		if CheckElection(name) != nil {
+			continue
+		}
+		i, seen := index[name]
+		if !seen {
+			i = len(out)
+			index[name] = i
+			out = append(out, Election{Name: name, Layout: Layout{p: prefix + name, name: name}})
+		}
+		out[i].add(kv)
+	}
+	for i := range out {
+		out[i].sort()
+	}
+	return out
+}

@@ -1,0 +1,64 @@
+package campaign
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// unanswered is how long a request may go unanswered, when the caller's
+// wait ends, before it counts as one that did not reach etcd. Requests on
+// a reachable etcd are answered far sooner; the bound only has to keep a
+// request sent just before the end from counting.
+const unanswered = time.Second
+
+// reach remembers whether etcd answered the candidate's last request, so
+// that a campaign cut short by --wait can tell "another candidate leads"
+// (exit 75) from "etcd did not answer" (125).
+type reach struct {
+	mu       sync.Mutex
+	lastErr  error              // of the last request that ended on its own
+	inflight map[*int]time.Time // requests under way, by when they were sent
+}
+
+// begin records a request under way; the returned func records its end.
+// A request that ended because ctx ended was not answered in time, so it
+// counts as a failure when it was under way for long enough.
+func (r *reach) begin() func(ctx context.Context, err error) {
+	token := new(int)
+	r.mu.Lock()
+	if r.inflight == nil {
+		r.inflight = map[*int]time.Time{}
+	}
+	r.inflight[token] = time.Now()
+	r.mu.Unlock()
+	return func(ctx context.Context, err error) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		sent := r.inflight[token]
+		delete(r.inflight, token)
+		if ctx.Err() != nil && err != nil {
+			if time.Since(sent) >= unanswered {
+				r.lastErr = err
+			}
+			return
+		}
+		r.lastErr = err
+	}
+}
+
+// failing returns why etcd is taken as unreachable now: the last request
+// failed, or one has waited for an answer for too long. Nil otherwise.
+func (r *reach) failing() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, sent := range r.inflight {
+		if time.Since(sent) >= unanswered {
+			return context.DeadlineExceeded
+		}
+	}
+	if r.lastErr != nil && !Permanent(r.lastErr) {
+		return r.lastErr
+	}
+	return nil
+}
