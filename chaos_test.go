@@ -14,6 +14,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdlead/etcdlead/campaign"
 	"github.com/etcdlead/etcdlead/internal/etcdtest"
 	"github.com/etcdlead/etcdlead/internal/faultproxy"
 )
@@ -36,6 +37,8 @@ type chaosCand struct {
 
 type chaos struct {
 	t       *testing.T
+	layout  campaign.Layout
+	nested  *candidate // a candidate of another election nested under this one's prefix
 	rng     *rand.Rand
 	cluster *etcdtest.Cluster
 	cli     *clientv3.Client
@@ -60,6 +63,11 @@ func TestChaos(t *testing.T) {
 	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
 	c := &chaos{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), cluster: cluster, cli: cluster.Client(t),
 		e: newEnv(t, nil), faults: map[string]int{}}
+	layout, err := campaign.NewLayout(c.e.prefix, "chaos")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.layout = layout
 	for i := 1; i <= *chaosCandidates; i++ {
 		cc := &chaosCand{name: "c" + strconv.Itoa(i)}
 		for _, ep := range cluster.Endpoints() {
@@ -100,7 +108,7 @@ func (c *chaos) record(kind string) {
 
 func (c *chaos) inject() {
 	cc := c.cands[c.rng.IntN(len(c.cands))]
-	switch k := c.rng.IntN(8); k {
+	switch k := c.rng.IntN(11); k {
 	case 0:
 		c.record("partition")
 		for _, p := range cc.proxies {
@@ -131,11 +139,7 @@ func (c *chaos) inject() {
 		c.start(cc)
 	case 4:
 		c.record("delete leader key")
-		if key := c.leaderKey(); key != "" {
-			if _, err := c.cli.Delete(ctxT(c.t), key); err != nil {
-				c.t.Logf("chaos: delete %s: %v", key, err)
-			}
-		}
+		c.deleteLeaderKey()
 	case 5:
 		c.record("kill etcd raft leader")
 		m := c.cluster.Member(c.cluster.RaftLeader(c.t))
@@ -160,6 +164,20 @@ func (c *chaos) inject() {
 		for _, p := range cc.proxies {
 			p.Pass()
 		}
+	case 8:
+		// A newcomer right after the delete finds no queue key ahead, only
+		// the old term's sentinel.
+		c.record("delete leader key + newcomer")
+		cc.cur.signal(c.t, syscall.SIGTERM)
+		cc.cur.exit(c.t)
+		c.deleteLeaderKey()
+		c.start(cc)
+	case 9:
+		c.record("foreign keys")
+		c.foreignKeys()
+	case 10:
+		c.record("nested election")
+		c.nestedElection()
 	}
 	// A candidate that ended without being told to is a finding.
 	for _, x := range c.cands {
@@ -170,13 +188,67 @@ func (c *chaos) inject() {
 	}
 }
 
-func (c *chaos) leaderKey() string {
-	resp, err := c.cli.Get(ctxT(c.t), c.e.prefix+"chaos/", clientv3.WithPrefix(),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
-	if err != nil || len(resp.Kvs) == 0 {
-		return ""
+func (c *chaos) deleteLeaderKey() {
+	el, _, err := campaign.ReadElection(ctxT(c.t), c.cli, c.layout)
+	if err != nil || el.Leader() == nil {
+		return
 	}
-	return string(resp.Kvs[0].Key)
+	if _, err := c.cli.Delete(ctxT(c.t), string(el.Leader().Key)); err != nil {
+		c.t.Logf("chaos: delete %s: %v", el.Leader().Key, err)
+	}
+}
+
+// foreignKeys puts keys that are no candidate's where candidates are: one
+// put twice (the old barrier mark), one with a hex name and no lease, one
+// under a live lease that is not the one it names; and deletes them after
+// a while. None may vouch for, hide or block a term.
+func (c *chaos) foreignKeys() {
+	ctx := ctxT(c.t)
+	lease, err := c.cli.Grant(ctx, 30)
+	if err != nil {
+		c.t.Logf("chaos: grant: %v", err)
+		return
+	}
+	keys := []string{c.layout.QueuePrefix() + "zzz", c.layout.QueuePrefix() + "694d8f1c2a3b9e05",
+		c.layout.QueuePrefix() + "1", c.layout.SentinelPrefix() + "2"}
+	for i, k := range keys {
+		var opts []clientv3.OpOption
+		if i >= 2 {
+			opts = append(opts, clientv3.WithLease(lease.ID))
+		}
+		for range 2 {
+			if _, err := c.cli.Put(ctx, k, "foreign", opts...); err != nil {
+				c.t.Logf("chaos: put %s: %v", k, err)
+			}
+		}
+	}
+	c.pause(300*time.Millisecond, 3*time.Second)
+	for _, k := range keys {
+		if _, err := c.cli.Delete(ctx, k); err != nil {
+			c.t.Logf("chaos: delete %s: %v", k, err)
+		}
+	}
+	if _, err := c.cli.Revoke(ctx, lease.ID); err != nil {
+		c.t.Logf("chaos: revoke: %v", err)
+	}
+}
+
+// nestedElection starts, or stops, a candidate of election "inner" whose
+// prefix lies inside this election's queue: another election, which may
+// run its child beside this one's (so it has a lock of its own), and whose
+// keys must neither block nor stand for a term of this one.
+func (c *chaos) nestedElection() {
+	if c.nested != nil && c.nested.running() {
+		c.nested.signal(c.t, syscall.SIGTERM)
+		c.nested.exit(c.t)
+		c.nested = nil
+		return
+	}
+	inner := *c.e
+	inner.prefix = c.layout.QueuePrefix()
+	inner.lock += ".inner"
+	inner.journal += ".inner"
+	c.nested = inner.start("nested", []string{"--ttl=2s", "--election=inner"}, inner.probe())
 }
 
 // runningChild is the pid of the probe a candidate process runs, or 0.
@@ -227,6 +299,10 @@ func (c *chaos) finish() {
 	for _, cc := range c.cands {
 		procs = append(procs, cc.all...)
 	}
+	if c.nested != nil && c.nested.running() {
+		c.nested.signal(c.t, syscall.SIGTERM)
+		c.nested.exit(c.t)
+	}
 	for _, p := range procs {
 		if p.running() {
 			p.signal(c.t, syscall.SIGTERM)
@@ -259,12 +335,12 @@ func (c *chaos) finish() {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos summary\n")
 	for _, k := range kinds {
-		fmt.Fprintf(&b, "  faults  %-22s %d\n", k, c.faults[k])
+		fmt.Fprintf(&b, "  faults  %-30s %d\n", k, c.faults[k])
 	}
-	fmt.Fprintf(&b, "  leader changes                 %d\n", len(starts))
-	fmt.Fprintf(&b, "  overlaps                       %d\n", overlaps)
-	fmt.Fprintf(&b, "  orphans                        %d\n", len(c.orphans))
-	fmt.Fprintf(&b, "  longest time without a leader  %s (after: %s)\n", gap.Round(time.Millisecond), cause)
+	fmt.Fprintf(&b, "  leader changes                         %d\n", len(starts))
+	fmt.Fprintf(&b, "  overlaps                               %d\n", overlaps)
+	fmt.Fprintf(&b, "  orphans                                %d\n", len(c.orphans))
+	fmt.Fprintf(&b, "  longest time without a leader          %s (after: %s)\n", gap.Round(time.Millisecond), cause)
 	c.t.Log(b.String())
 	for _, o := range c.orphans {
 		c.t.Errorf("chaos: orphan: %s", o)
