@@ -10,8 +10,7 @@ import (
 
 // childEnv is the supervisor's environment without secrets and without the
 // variables that would make a nested etcdlead join this election, plus what
-// the child needs to know about its term (DESIGN.md, "The child's
-// environment").
+// the child needs to know about its term (README.md, "The child").
 func childEnv(environ []string, rc runConfig, t *campaign.Term) []string {
 	return append(baseEnv(environ), termEnv(rc, t)...)
 }

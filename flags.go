@@ -41,7 +41,7 @@ const (
 	flagForce        = "force"
 )
 
-// Environment variables. Those that a child is also given (DESIGN.md) are
+// Environment variables. Those that a child is also given (README.md) are
 // named for what they hold, so a flag variable never clashes with them.
 const (
 	envEndpoints    = "ETCDLEAD_ENDPOINTS"

@@ -85,7 +85,7 @@ func (r *runner) close() {
 	r.standby.drop()
 }
 
-// run is the term loop (DESIGN.md step 10): campaign, lead, and unless the
+// run is the term loop (docs/design.md, "One term"): campaign, lead, and unless the
 // options say to exit, back off and campaign again.
 func (r *runner) run(ctx context.Context) error {
 	b := backoff.NewExponentialBackOff()

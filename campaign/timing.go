@@ -17,7 +17,8 @@ const (
 	maxRenewInterval   = time.Second
 )
 
-// Timing holds the durations that decide the fence (DESIGN.md steps 7-8).
+// Timing holds the durations that decide the fence (docs/design.md, "The
+// keeper").
 type Timing struct {
 	TTL         time.Duration // T, as asked; etcd may grant more
 	KillTimeout time.Duration // K
@@ -32,7 +33,7 @@ func RenewInterval(ttl time.Duration) time.Duration { return min(ttl/10, maxRene
 // delays and the kill itself must fit in it.
 func DefaultFenceMargin(ttl time.Duration) time.Duration { return max(minFenceMargin, ttl/20) }
 
-// ResolveTiming fills in defaults and checks DESIGN.md's rule
+// ResolveTiming fills in defaults and checks the rule
 // K + m + r <= 2T/3, which leaves a third of the TTL as the outage a leader
 // rides out before its child is stopped. killSet and marginSet say whether the
 // user gave K and m; an unset K is shortened to T/4 when 5 s does not fit.

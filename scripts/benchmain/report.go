@@ -399,7 +399,7 @@ func (r *report) sectionFootprint(w func(string, ...any)) {
 	// The supervisor's own renewals, at the shortest TTL measured.
 	short := r.cfg.idleTTLs[len(r.cfg.idleTTLs)-1]
 	if sl, cl := get0(f.rows, "etcdlead", "leader", short), get0(f.rows, "etcdctl lock", "leader", short); sl != nil && cl != nil && sl.Sched > 2*cl.Sched {
-		w("At TTL %d s an idle etcdlead supervisor uses %s the CPU of an idle etcdctl lock: it renews every min(TTL/10, 1 s) where etcdctl lock renews every TTL/3 (DESIGN.md: the fence deadline counts from the last renewal's send time, so renewals set the outage tolerance)", short, ratio(sl.Sched, cl.Sched))
+		w("At TTL %d s an idle etcdlead supervisor uses %s the CPU of an idle etcdctl lock: it renews every min(TTL/10, 1 s) where etcdctl lock renews every TTL/3 (docs/design.md: the fence deadline counts from the last renewal's send time, so renewals set the outage tolerance)", short, ratio(sl.Sched, cl.Sched))
 		streams, renewals := 0.0, 0.0
 		for _, c := range r.cost {
 			if c.Tool == lead {
@@ -425,7 +425,7 @@ func (r *report) sectionFootprint(w func(string, ...any)) {
 		}
 	}
 	if keeperCPU > 2*leaderCPU {
-		w("Most of an idle etcdlead leader's CPU is its keeper's fence check: the keeper reads the boot clock on a short tick (DESIGN.md: at most 50 ms), so that a frozen or suspended supervisor cannot keep the child past the lease. ")
+		w("Most of an idle etcdlead leader's CPU is its keeper's fence check: the keeper reads the boot clock on a short tick (docs/design.md), so that a frozen or suspended supervisor cannot keep the child past the lease. ")
 		w("Each wake-up is cheap (see `BenchmarkFenceTick`), but the scheduler's cost of waking a process tens of times a second is not, on a virtual machine least of all. ")
 		w("A timer on the boot clock itself (timerfd on CLOCK_BOOTTIME, which counts suspended time), armed at the fence, would wake the keeper only for its supervisor's messages and the fence.\n\n")
 	}
