@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -186,8 +189,37 @@ func TestAuthEtcdDownAtStart(t *testing.T) {
 	c.exit(t)
 }
 
-// The client logs in once, and again when etcd rejects the token: a
-// restarted etcd has forgotten its (simple) tokens.
+// authenticates counts the logins etcd has answered since it started, from
+// its own gRPC metrics.
+func authenticates(t *testing.T, m *etcdtest.Member) int {
+	t.Helper()
+	resp, err := http.Get(m.MetricsURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, "grpc_server_handled_total{") && strings.Contains(l, `grpc_method="Authenticate"`) {
+			f := strings.Fields(l)
+			v, err := strconv.ParseFloat(f[len(f)-1], 64)
+			if err != nil {
+				t.Fatalf("metrics line %q: %v", l, err)
+			}
+			n += int(v)
+		}
+	}
+	return n
+}
+
+// The client logs in once, keeps the token for every request and lease
+// renewal (so a renewal costs etcd no password hash), and logs in again
+// when etcd rejects the token: a restarted etcd has forgotten its (simple)
+// tokens.
 func TestAuthTokenRenewedWhenRejected(t *testing.T) {
 	t.Parallel()
 	cluster, _ := startAuthEtcd(t)
@@ -205,9 +237,27 @@ func TestAuthTokenRenewedWhenRejected(t *testing.T) {
 			t.Fatalf("get %s: %v", when, err)
 		}
 	}
-	get("after the first login")
-	cluster.Member(0).RestartAs(t, "root", rootPassword)
-	get("after etcd restarted")
+	m := cluster.Member(0)
+	busy := func(when string) {
+		t.Helper()
+		before := authenticates(t, m) // the test's own root logins
+		lease, err := cli.Grant(ctxT(t), 5)
+		if err != nil {
+			t.Fatalf("grant %s: %v", when, err)
+		}
+		for range 10 {
+			get(when)
+			if _, err := cli.KeepAliveOnce(ctxT(t), lease.ID); err != nil {
+				t.Fatalf("renewal %s: %v", when, err)
+			}
+		}
+		if n := authenticates(t, m) - before; n != 1 {
+			t.Errorf("%s: etcd answered %d logins for 10 reads and 10 renewals, want 1", when, n)
+		}
+	}
+	busy("from the start")
+	m.RestartAs(t, "root", rootPassword)
+	busy("after etcd restarted")
 }
 
 // Without etcd, a client with a user is still made, and a request fails as

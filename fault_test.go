@@ -118,6 +118,7 @@ func TestDeletedKeyStopsOldChildFirst(t *testing.T) {
 	}
 	c1.log.waitFor(t, "c1", "key deleted", 0)
 	c1.out.waitFor(t, "c1", "signal SIGTERM", 0)
+	c1.stoppedBySupervisor(t)
 	// Had c2 started while c1's child held the probe's lock, its child
 	// would have said OVERLAP and ended without "ready".
 	c2.out.waitFor(t, "c2", "ready", 0)
@@ -143,13 +144,9 @@ func TestRevokedLeaseStopsOldChildPromptly(t *testing.T) {
 	if _, err := cli.Revoke(ctxT(t), lease); err != nil {
 		t.Fatal(err)
 	}
-	revoked := time.Now()
 	c1.out.waitFor(t, "c1", "signal SIGTERM", 0)
-	c1.log.waitFor(t, "c1", "child exited", 0)
-	const bound = 500*time.Millisecond + 10*time.Second // --kill-timeout for TTL 2s, plus slack for a loaded machine
-	if took := time.Since(revoked); took > bound {
-		t.Errorf("old child gone %s after the revoke, want within %s", took, bound)
-	}
+	// Stopped by its supervisor on the revoke, not by the fence later.
+	c1.stoppedBySupervisor(t)
 	c2.out.waitFor(t, "c2", "ready", 0)
 	stopAll(t, e, c1, c2)
 }
@@ -202,11 +199,12 @@ func TestRaftLeaderLossKeepsLeader(t *testing.T) {
 	c1.out.waitFor(t, "c1", "ready", 0)
 	c2 := e.start("c2", slow, e.probe())
 	c2.log.waitFor(t, "c2", "waiting on predecessor", 0)
-	_, before := c1.log.waitFor(t, "c1", "renewed", 0)
+	c1.log.waitFor(t, "c1", "renewed", 0)
 	cluster.Member(cluster.RaftLeader(t)).Kill(t)
 	cluster.RaftLeader(t) // a new raft leader among the two left
-	// Two renewals after the new raft leader serve, the term is intact.
-	_, i := c1.log.waitFor(t, "c1", "renewed", before+1)
+	// Two renewals after the new raft leader serves, the term is intact;
+	// only lines logged from here on count.
+	_, i := c1.log.waitFor(t, "c1", "renewed", c1.log.mark())
 	c1.log.waitFor(t, "c1", "renewed", i+1)
 	if _, ok := c1.out.find("signal"); ok {
 		t.Fatal("the etcd election stopped the child")
@@ -241,10 +239,11 @@ func TestCompactedWatchRevisions(t *testing.T) {
 	if _, err := cli.Compact(ctxT(t), last, clientv3.WithCompactPhysical()); err != nil {
 		t.Fatal(err)
 	}
-	_, before := c1.log.waitFor(t, "c1", "renewed", 0)
+	c1.log.waitFor(t, "c1", "renewed", 0)
+	before := c1.log.mark()
 	p.Reset()
 	p.Pass()
-	_, i := c1.log.waitFor(t, "c1", "renewed", before+1)
+	_, i := c1.log.waitFor(t, "c1", "renewed", c1.log.mark())
 	c1.log.waitFor(t, "c1", "renewed", i+1)
 	if _, ok := c1.out.find("signal"); ok {
 		t.Fatal("compaction stopped the leader's child")

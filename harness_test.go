@@ -160,6 +160,25 @@ func (l *lines) waitFor(t *testing.T, what, substr string, from int) (string, in
 	}
 }
 
+// mark is the number of lines so far: waitFor(..., l.mark()) then sees
+// only lines that arrive after this point.
+func (l *lines) mark() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.all)
+}
+
+// stoppedBySupervisor waits for the child's end and fails unless the
+// supervisor stopped it (reason=stopped): the fence, a backstop, would say
+// reason=fenced, and a test of a prompt stop must not pass on the fence.
+func (c *candidate) stoppedBySupervisor(t *testing.T) {
+	t.Helper()
+	line, _ := c.log.waitFor(t, c.name, "child exited", 0)
+	if !strings.Contains(line, "reason=stopped") {
+		t.Errorf("%s: the supervisor did not stop its child: %q", c.name, line)
+	}
+}
+
 func (l *lines) String() string {
 	all, _, _ := l.snapshot()
 	return strings.Join(all, "\n")

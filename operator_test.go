@@ -87,6 +87,7 @@ func TestStatusAndResign(t *testing.T) {
 		t.Fatalf("resign: exit %d, %q %q", code, out, errs)
 	}
 	cs[1].out.waitFor(t, "c2", "ready", 0)
+	cs[0].stoppedBySupervisor(t)
 	_, i := cs[0].log.waitFor(t, "c1", "resign requested", 0)
 	cs[0].log.waitFor(t, "c1", "waiting on predecessor", i)
 	el = e.status(t, "probe")
@@ -113,6 +114,7 @@ func TestResignWithNewcomerArriving(t *testing.T) {
 	if code := <-done; code != 0 {
 		t.Fatalf("resign exit %d", code)
 	}
+	c1.stoppedBySupervisor(t)
 	c2.out.waitFor(t, "c2", "ready", 0)
 	stopAll(t, e, c1, c2)
 }
@@ -169,6 +171,33 @@ func TestCronSingleton(t *testing.T) {
 	}
 }
 
+// --hold-at-least for its purpose: a copy fired after the job ended, but
+// within the hold, finds a leader and does not run the job again.
+func TestHoldAtLeastKeepsLateCopyOut(t *testing.T) {
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	e := newEnv(t, cluster.Endpoints())
+	cron := append(fast, "--election=job", "--once", "--no-wait", "--hold-at-least=30s")
+	m1 := e.start("m1", cron, e.probe("-exit", "0"))
+	m1.log.waitFor(t, "m1", "holding leadership", 0)
+	m2 := e.start("m2", cron, e.probe("-exit", "0"))
+	if got := m2.exit(t); got != 75 {
+		t.Errorf("the late copy exited %d, want 75", got)
+	}
+	m1.signal(t, syscall.SIGTERM)
+	if got := m1.exit(t); got != 0 {
+		t.Errorf("the holder exited %d, want the job's 0", got)
+	}
+	starts := 0
+	for _, l := range e.journalLines(t) {
+		if strings.HasPrefix(l, "start ") {
+			starts++
+		}
+	}
+	if starts != 1 {
+		t.Fatalf("the job ran %d times, want once", starts)
+	}
+}
+
 func TestNoWaitWithoutLeaderRuns(t *testing.T) {
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
@@ -192,6 +221,7 @@ func TestOnceExits76WhenLeadershipLost(t *testing.T) {
 	if _, err := cluster.Client(t).Delete(ctxT(t), key); err != nil {
 		t.Fatal(err)
 	}
+	c.stoppedBySupervisor(t)
 	if got := c.exit(t); got != 76 {
 		t.Fatalf("exit %d, want 76", got)
 	}
