@@ -312,6 +312,14 @@ func (c *candidate) running() bool {
 // waitGone waits, through a pidfd, until process pid has exited.
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
+	waitGoneBy(t, pid, time.Now().Add(safety))
+}
+
+// waitGoneBy waits until process pid has exited, and fails if it still
+// runs at by: a bound that the behaviour under test must meet and a
+// backstop would not.
+func waitGoneBy(t *testing.T, pid int, by time.Time) {
+	t.Helper()
 	fd, err := unix.PidfdOpen(pid, 0)
 	if errors.Is(err, unix.ESRCH) {
 		return
@@ -320,9 +328,15 @@ func waitGone(t *testing.T, pid int) {
 		t.Fatalf("pidfd_open(%d): %v", pid, err)
 	}
 	defer unix.Close(fd)
-	n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(safety/time.Millisecond))
-	if err != nil || n != 1 {
-		t.Fatalf("process %d still runs after %s (poll: %d, %v)", pid, safety, n, err)
+	for {
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, max(int(time.Until(by)/time.Millisecond), 0))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n != 1 {
+			t.Fatalf("process %d still runs at %s (poll: %d, %v)", pid, by.Format(time.StampMilli), n, err)
+		}
+		return
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -140,22 +141,28 @@ func TestChildIgnoringTermIsKilledAfterKillTimeout(t *testing.T) {
 
 // kill -9 of the leading supervisor: the keeper stops the child and the
 // grandchild that `sh -c` started, and the next candidate leads without
-// overlap (the probe's lock would tell).
+// overlap (the probe's lock would tell). The TTL is long enough that only
+// the keeper's own reaction to its supervisor's death, not the fence, can
+// have them gone before the fence point.
 func TestKill9OfSupervisorStopsChildAndGrandchild(t *testing.T) {
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	script := strings.Join(e.probe("-grandchild"), " ") + "; echo after"
-	c1 := e.start("c1", append(fast, "--election=k9"), []string{"sh", "-c", script})
+	// T = 10s, K = 1s, m = 0.5s, r = 1s: the fence point comes at least
+	// T - K - m - r = 7.5s after the kill.
+	flags := []string{"--ttl=10s", "--kill-timeout=1s", "--log-level=debug", "--election=k9"}
+	c1 := e.start("c1", flags, []string{"sh", "-c", script})
 	gline, _ := c1.out.waitFor(t, "c1", "grandchild ", 0)
 	ready, _ := c1.out.waitFor(t, "c1", "ready", 0)
-	c2 := e.start("c2", append(fast, "--election=k9"), e.probe())
+	c2 := e.start("c2", flags, e.probe())
 	c2.log.waitFor(t, "c2", "waiting on predecessor", 0)
 
 	c1.signal(t, syscall.SIGKILL)
+	fencePoint := time.Now().Add(10*time.Second - time.Second - 500*time.Millisecond - time.Second)
 	c1.exit(t)
-	waitGone(t, readyPid(t, ready))
+	waitGoneBy(t, readyPid(t, ready), fencePoint)
 	gpid, _ := strconv.Atoi(strings.TrimPrefix(gline, "grandchild "))
-	waitGone(t, gpid)
+	waitGoneBy(t, gpid, fencePoint)
 	c2.out.waitFor(t, "c2", "ready", 0)
 	c2.signal(t, syscall.SIGTERM)
 	c2.exit(t)
