@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,6 +157,15 @@ func (f *fixture) waitsOnLease(b <-chan result) {
 	}
 }
 
+// fromWatch fails unless err is want and came from the guard's watch at
+// once, not from its re-read every T/3, the backstop for a stalled watch.
+func fromWatch(t *testing.T, err, want error) {
+	t.Helper()
+	if !errors.Is(err, want) || strings.HasPrefix(err.Error(), "re-read") {
+		t.Fatalf("the term ended with %v, want %v from the watch", err, want)
+	}
+}
+
 func hold(t *campaign.Term) <-chan error {
 	out := make(chan error, 1)
 	go func() { out <- t.Hold(context.Background(), func(time.Duration) {}) }()
@@ -246,9 +256,7 @@ func TestCampaign(t *testing.T) {
 		}
 		select {
 		case r := <-b:
-			if !errors.Is(r.err, campaign.ErrKeyDeleted) {
-				t.Fatalf("B's campaign = %v, want ErrKeyDeleted", r.err)
-			}
+			fromWatch(t, r.err, campaign.ErrKeyDeleted)
 		case <-time.After(safety):
 			t.Fatal("B did not notice its key was deleted")
 		}
@@ -262,9 +270,7 @@ func TestCampaign(t *testing.T) {
 		if _, err := cli.Put(ctx, a.Sentinel, "mine now"); err != nil {
 			t.Fatal(err)
 		}
-		if err := awaitErr(t, held); !errors.Is(err, campaign.ErrKeyReplaced) {
-			t.Fatalf("Hold = %v, want ErrKeyReplaced", err)
-		}
+		fromWatch(t, awaitErr(t, held), campaign.ErrKeyReplaced)
 	})
 
 	// Foreign keys between two terms fill the start read's first page; the
@@ -315,9 +321,7 @@ func TestCampaign(t *testing.T) {
 		}
 		select {
 		case r := <-b:
-			if !errors.Is(r.err, campaign.ErrResigned) {
-				t.Fatalf("B's campaign = %v, want ErrResigned", r.err)
-			}
+			fromWatch(t, r.err, campaign.ErrResigned)
 		case <-time.After(safety):
 			t.Fatal("B did not hear the resign request")
 		}

@@ -155,7 +155,7 @@ func (t *Term) check(ctx context.Context) (int64, error) {
 	}
 	if kvs := resp.Responses[2].GetResponseRange().Kvs; len(kvs) > 0 && string(kvs[0].Value) == t.Key {
 		t.c.log.Info("resign requested", "key", t.Key)
-		return 0, ErrResigned
+		return 0, fmt.Errorf("re-read: %w", ErrResigned)
 	}
 	return resp.Header.Revision, nil
 }
