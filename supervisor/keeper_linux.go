@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 
+	"github.com/etcdlead/etcdlead/internal/logbuf"
 	"github.com/etcdlead/etcdlead/signals"
 )
 
@@ -68,6 +69,11 @@ func parseKeeperArgs(args []string) (keeperConfig, error) {
 	return kc, nil
 }
 
+// keeperFlush bounds the keeper's wait for its last log lines at exit. Its
+// report is sent by then; a stderr that does not drain only delays the end
+// of a process nobody waits for.
+const keeperFlush = time.Second
+
 // RunKeeper is the keeper process: it starts the child, obeys the
 // supervisor's pipe, enforces the fence, and returns once the child's group
 // is gone and its status was reported. Its return value is the keeper's exit
@@ -78,10 +84,18 @@ func RunKeeper(args []string) int {
 		fmt.Fprintln(os.Stderr, "etcdlead keeper:", err)
 		return 125
 	}
-	log := hclog.New(&hclog.LoggerOptions{
-		Name: "etcdlead.keeper", Level: hclog.LevelFromString(kc.logLevel),
-		JSONFormat: kc.logJSON, Output: os.Stderr,
+	// Caught rather than ignored, so the child starts with default
+	// dispositions; the keeper obeys the pipe, not stray signals. Caught
+	// before the first log line too: SIGPIPE from a closed stderr must not
+	// kill the keeper.
+	absorbed := signals.Absorb()
+	defer absorbed.Stop()
+	// Asynchronous, so that no signal of the fence waits on a stderr that
+	// does not drain.
+	log := logbuf.Logger(hclog.LoggerOptions{
+		Name: "etcdlead.keeper", Level: hclog.LevelFromString(kc.logLevel), JSONFormat: kc.logJSON,
 	})
+	defer logbuf.Flush(keeperFlush)
 	// The descriptors came without close-on-exec; the child must not hold
 	// them, or the supervisor could not see the keeper's death as EOF.
 	syscall.CloseOnExec(ctrlFD)
@@ -95,10 +109,6 @@ func RunKeeper(args []string) int {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		log.Warn("cannot become child subreaper", "error", err)
 	}
-	// Caught rather than ignored, so the child starts with default
-	// dispositions; the keeper obeys the pipe, not stray signals.
-	absorbed := signals.Absorb()
-	defer absorbed.Stop()
 
 	cmds := readCommands(ctrl)
 	if kc.standby && !awaitStart(cmds, &kc) {
@@ -195,8 +205,8 @@ func (k *keeper) loop(cmds <-chan command, reaped <-chan reapEvent, sigs <-chan 
 func (k *keeper) command(c command, ok bool, cmds *<-chan command) {
 	if !ok {
 		*cmds = nil
-		k.log.Warn("supervisor gone; stopping the child", "pgid", k.pgid)
 		k.send(k.g.orphaned(Now()))
+		k.log.Warn("supervisor gone; stopping the child", "pgid", k.pgid)
 		return
 	}
 	k.apply(c)
@@ -226,18 +236,22 @@ func (k *keeper) apply(c command) {
 
 func (k *keeper) fenceCheck() {
 	before := k.g.stopping
-	out := k.g.tick(Now())
+	k.send(k.g.tick(Now()))
 	if !before && k.g.stopping && k.g.reason == ReasonFenced {
 		k.log.Warn("fence: lease deadline near, stopping the child", "signal", signals.Name(k.g.killSignal))
 	}
-	k.send(out)
 }
 
+// send signals the group; the log lines come after every signal went out.
 func (k *keeper) send(sigs []syscall.Signal) {
+	var failed []error
 	for _, s := range sigs {
 		if err := syscall.Kill(-k.pgid, s); err != nil && err != syscall.ESRCH {
-			k.log.Warn("cannot signal the child's group", "signal", signals.Name(s), "error", err)
+			failed = append(failed, fmt.Errorf("%s: %w", signals.Name(s), err))
 		}
+	}
+	for _, err := range failed {
+		k.log.Warn("cannot signal the child's group", "error", err)
 	}
 }
 
