@@ -23,9 +23,9 @@ import (
 // KeeperArg is argv[1] of the hidden keeper mode of the etcdlead binary.
 const KeeperArg = "__etcdlead_keeper"
 
-// keeperTick is the poll interval for the end of the child's group after the
-// child exited, and the fence's tick where no boot-clock timer exists
-// (DESIGN.md asks for at most 50 ms; the fence margin covers it).
+// keeperTick is the fence's tick where no boot-clock timer exists, and the
+// interval of the SIGKILL sweeps until no descendant is left (the fence
+// margin covers it).
 const keeperTick = 25 * time.Millisecond
 
 // Descriptors the supervisor hands the keeper, after stdin, stdout, stderr.
@@ -75,9 +75,10 @@ func parseKeeperArgs(args []string) (keeperConfig, error) {
 const keeperFlush = time.Second
 
 // RunKeeper is the keeper process: it starts the child, obeys the
-// supervisor's pipe, enforces the fence, and returns once the child's group
-// is gone and its status was reported. Its return value is the keeper's exit
-// code, which nobody relies on: the status travels over the pipe.
+// supervisor's pipe, enforces the fence, and returns once no process it
+// started is left and their status was reported. Its return value is the
+// keeper's exit code, which nobody relies on: the status travels over the
+// pipe.
 func RunKeeper(args []string) int {
 	kc, err := parseKeeperArgs(args)
 	if err != nil {
@@ -104,8 +105,9 @@ func RunKeeper(args []string) int {
 	status := os.NewFile(statusFD, "status")
 	defer status.Close()
 
-	// Orphans of the child's group are re-parented here, so the keeper can
-	// reap them and know when the group is really gone.
+	// Orphans of the child's tree, in whatever group or session, are
+	// re-parented here, so the keeper reaches them and knows when no
+	// descendant is left.
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		log.Warn("cannot become child subreaper", "error", err)
 	}
@@ -114,6 +116,10 @@ func RunKeeper(args []string) int {
 	if kc.standby && !awaitStart(cmds, &kc) {
 		return 0 // the supervisor gave up this term: no child
 	}
+	g := &groupState{fence: kc.fence, killSignal: kc.killSignal}
+	clock := newFenceClock(log)
+	defer clock.close()
+	clock.arm(g.next())
 	tty, ttyPgrp := foreground()
 	started := make(chan startResult, 1)
 	reaped := make(chan reapEvent, 16)
@@ -126,9 +132,9 @@ func RunKeeper(args []string) int {
 	fmt.Fprintf(status, "%s %d\n", msgStarted, res.pid)
 	log.Debug("child started", "pid", res.pid)
 
-	g := &groupState{fence: kc.fence, killSignal: kc.killSignal}
-	k := &keeper{log: log, pgid: res.pid, pid: res.pid, g: g}
+	k := &keeper{log: log, pgid: res.pid, pid: res.pid, g: g, clock: clock, sweeps: map[syscall.Signal]*sweep{}}
 	k.loop(cmds, reaped, absorbed.C)
+	k.closeSweeps()
 	if tty {
 		restoreForeground(res.pid, ttyPgrp)
 	}
@@ -150,54 +156,78 @@ func awaitStart(cmds <-chan command, kc *keeperConfig) bool {
 	return false
 }
 
-type keeper struct {
-	log  hclog.Logger
-	pgid int
-	pid  int
-	g    *groupState
+// fenceClock wakes the keeper when the fence may be due: a boot-clock
+// timer, or a tick where the kernel has none.
+type fenceClock struct {
+	timer *bootTimer
+	tick  *time.Ticker
+	wake  <-chan struct{}
+	ticks <-chan time.Time
 }
 
-func (k *keeper) loop(cmds <-chan command, reaped <-chan reapEvent, sigs <-chan os.Signal) {
+func newFenceClock(log hclog.Logger) *fenceClock {
 	timer, err := newBootTimer()
-	var tick *time.Ticker
 	if err != nil {
-		k.log.Error("no boot-clock timer; checking the fence on a tick", "error", err)
-		tick = time.NewTicker(keeperTick)
-		defer tick.Stop()
-	} else {
-		defer timer.close()
+		log.Error("no boot-clock timer; checking the fence on a tick", "error", err)
+		t := time.NewTicker(keeperTick)
+		return &fenceClock{tick: t, ticks: t.C}
 	}
+	return &fenceClock{timer: timer, wake: timer.C}
+}
+
+// arm sets the timer for boot-clock time at (0: nothing scheduled).
+func (c *fenceClock) arm(at time.Duration) {
+	if c.timer != nil {
+		c.timer.at(at)
+	}
+}
+
+func (c *fenceClock) close() {
+	if c.timer != nil {
+		c.timer.close()
+	} else {
+		c.tick.Stop()
+	}
+}
+
+type keeper struct {
+	log    hclog.Logger
+	pgid   int
+	pid    int
+	g      *groupState
+	clock  *fenceClock
+	sweeps map[syscall.Signal]*sweep // one per stop signal sent, so each process gets it once
+}
+
+// loop runs until the keeper has no child left at all (wait4 says ECHILD):
+// the child and every descendant, in whatever group or session, are gone,
+// because a subreaper inherits every orphan below it.
+func (k *keeper) loop(cmds <-chan command, reaped <-chan reapEvent, sigs <-chan os.Signal) {
 	for {
-		var wake <-chan struct{}
-		var ticks <-chan time.Time
-		if timer != nil {
-			timer.at(k.g.next())
-			wake = timer.C
-		} else {
-			ticks = tick.C
-		}
-		// While the child is gone but not yet its whole group, look for the
-		// group's end on a short poll too: a member reaped by another
-		// member sends the keeper no event.
-		var poll <-chan time.Time
-		if k.g.childExit != nil {
-			poll = time.After(keeperTick)
+		k.clock.arm(k.g.next())
+		// Once SIGKILL went out, sweep again on a short tick until nothing
+		// is left: a walk of /proc can miss a process that forks or is
+		// re-parented while it reads.
+		var resweep <-chan time.Time
+		if k.g.killed {
+			resweep = time.After(keeperTick)
 		}
 		select {
 		case c, ok := <-cmds:
 			k.command(c, ok, &cmds)
 		case ev, ok := <-reaped:
-			k.reaped(ev, ok, &reaped)
+			if !ok {
+				return
+			}
+			k.reaped(ev)
 		case s := <-sigs:
 			k.log.Debug("keeper ignores signal", "signal", s)
-		case <-wake:
+		case <-k.clock.wake:
 			k.fenceCheck()
-		case <-ticks:
+		case <-k.clock.ticks:
 			k.fenceCheck()
-		case <-poll:
-		}
-		if k.g.childExit != nil && k.groupGone() {
-			return
+		case <-resweep:
+			k.resweep()
 		}
 	}
 }
@@ -205,18 +235,27 @@ func (k *keeper) loop(cmds <-chan command, reaped <-chan reapEvent, sigs <-chan 
 func (k *keeper) command(c command, ok bool, cmds *<-chan command) {
 	if !ok {
 		*cmds = nil
-		k.send(k.g.orphaned(Now()))
-		k.log.Warn("supervisor gone; stopping the child", "pgid", k.pgid)
+		k.stopTree(k.g.orphaned(Now()))
+		k.log.Warn("supervisor gone; stopping the child and its descendants", "pgid", k.pgid)
 		return
 	}
 	k.apply(c)
 }
 
-func (k *keeper) reaped(ev reapEvent, ok bool, reaped *<-chan reapEvent) {
-	if !ok {
-		*reaped = nil
-	} else if ev.pid == k.pid {
-		k.send(k.g.exited(Now(), ev.status))
+// reaped takes any process the keeper reaped: the child, or an orphan
+// re-parented to it. A descendant that ends while the child runs is simply
+// gone.
+func (k *keeper) reaped(ev reapEvent) {
+	if ev.pid == k.pid {
+		sigs := k.g.exited(Now(), ev.status)
+		// A child that leaves nothing behind, the common case, costs no
+		// walk of /proc on the way to the report.
+		if hasChildren() {
+			k.stopTree(sigs)
+		}
+	}
+	if k.g.killed {
+		k.resweep()
 	}
 }
 
@@ -226,39 +265,87 @@ func (k *keeper) apply(c command) {
 	case msgDeadline:
 		k.g.setDeadline(c.deadline)
 	case msgStop:
-		k.send(k.g.stop(now, c.sig, ReasonStopped))
+		k.stopTree(k.g.stop(now, c.sig, ReasonStopped))
 	case msgKill:
-		k.send(k.g.kill(ReasonStopped))
+		k.stopTree(k.g.kill(ReasonStopped))
 	case msgSignal:
-		k.send([]syscall.Signal{c.sig})
+		k.forward(c.sig)
 	}
 }
 
 func (k *keeper) fenceCheck() {
 	before := k.g.stopping
-	k.send(k.g.tick(Now()))
+	out := k.g.tick(Now())
+	k.stopTree(out)
 	if !before && k.g.stopping && k.g.reason == ReasonFenced {
 		k.log.Warn("fence: lease deadline near, stopping the child", "signal", signals.Name(k.g.killSignal))
 	}
 }
 
-// send signals the group; the log lines come after every signal went out.
-func (k *keeper) send(sigs []syscall.Signal) {
-	var failed []error
-	for _, s := range sigs {
-		if err := syscall.Kill(-k.pgid, s); err != nil && err != syscall.ESRCH {
-			failed = append(failed, fmt.Errorf("%s: %w", signals.Name(s), err))
-		}
+// forward passes a signal to the child's group only: it is a message to the
+// child, which its own descendants in other groups never got from a
+// terminal either.
+func (k *keeper) forward(sig syscall.Signal) {
+	if k.g.childExit != nil {
+		return // its group id may be reused once it is reaped
 	}
-	for _, err := range failed {
-		k.log.Warn("cannot signal the child's group", "error", err)
+	if err := syscall.Kill(-k.pgid, sig); err != nil && err != syscall.ESRCH {
+		k.log.Warn("cannot signal the child's group", "signal", signals.Name(sig), "error", err)
 	}
 }
 
-// groupGone is true once no process is left in the child's group. Zombies
-// count as present until reaped, so "gone" means reaped.
-func (k *keeper) groupGone() bool {
-	return syscall.Kill(-k.pgid, 0) == syscall.ESRCH
+// stopTree sends each stop signal to the child's group and to every
+// descendant of the keeper, whatever its group or session; the log lines
+// come after every signal went out.
+func (k *keeper) stopTree(sigs []syscall.Signal) {
+	var errs []error
+	for _, s := range sigs {
+		group := 0
+		// Once the child is reaped its pid, the group's id, may be reused;
+		// its group's members are all below the keeper, so the sweep
+		// reaches them.
+		if k.g.childExit == nil {
+			group = k.pgid
+			if err := syscall.Kill(-k.pgid, s); err != nil && err != syscall.ESRCH {
+				errs = append(errs, fmt.Errorf("%s to group %d: %w", signals.Name(s), k.pgid, err))
+			}
+		}
+		sw := k.sweeps[s]
+		if sw == nil {
+			sw = newSweep(os.Getpid(), s, group)
+			k.sweeps[s] = sw
+		}
+		if err := sw.run(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", signals.Name(s), err))
+		}
+	}
+	for _, err := range errs {
+		k.log.Warn("cannot signal every descendant", "error", err)
+	}
+}
+
+// resweep sends SIGKILL to whatever a walk finds now: orphans re-parented
+// since, processes an earlier walk missed.
+func (k *keeper) resweep() {
+	if sw := k.sweeps[syscall.SIGKILL]; sw != nil {
+		if err := sw.run(); err != nil {
+			k.log.Warn("cannot signal every descendant", "error", fmt.Errorf("SIGKILL: %w", err))
+		}
+	}
+}
+
+func (k *keeper) closeSweeps() {
+	for _, sw := range k.sweeps {
+		sw.close()
+	}
+}
+
+// hasChildren asks the kernel, without reaping, whether the keeper has any
+// child left.
+func hasChildren() bool {
+	var si unix.Siginfo
+	err := unix.Waitid(unix.P_ALL, 0, &si, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT|unix.WALL, nil)
+	return err != unix.ECHILD
 }
 
 type startResult struct {
@@ -296,7 +383,7 @@ func runChild(kc keeperConfig, tty bool, started chan<- startResult, reaped chan
 	defer close(reaped)
 	for {
 		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		pid, err := syscall.Wait4(-1, &ws, unix.WALL, nil)
 		if err == syscall.EINTR {
 			continue
 		}

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -77,6 +80,71 @@ func exitsBy(t *testing.T, pid int, at time.Duration) bool {
 	return err == nil && n == 1
 }
 
+// gone is true once pid has been reaped: no process, no zombie.
+func gone(pid int) bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) }
+
+// reapLeftovers SIGKILLs, when the test ends, processes a failing keeper
+// left behind; pidfds make sure a reused pid is never hit.
+func reapLeftovers(t *testing.T, pids ...int) {
+	for _, pid := range pids {
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue
+		}
+		t.Cleanup(func() {
+			_ = unix.PidfdSendSignal(fd, syscall.SIGKILL, nil, 0)
+			unix.Close(fd)
+		})
+	}
+}
+
+// holders waits for the helper's "ready" and the two "held pid=N" lines
+// of mode "escapees", in whatever order, and returns the holders' pids.
+func (s *started) holders(t *testing.T) []int {
+	t.Helper()
+	var pids []int
+	ready := false
+	timeout := time.After(20 * time.Second)
+	for !ready || len(pids) < 2 {
+		select {
+		case l, ok := <-s.lines:
+			if !ok {
+				t.Fatalf("output ended before the holders and ready (have %v)", pids)
+			}
+			if p, ok := strings.CutPrefix(l, "held pid="); ok {
+				pid, _ := strconv.Atoi(p)
+				pids = append(pids, pid)
+				reapLeftovers(t, pid)
+			}
+			ready = ready || l == "ready"
+		case <-timeout:
+			t.Fatalf("no holders and ready within the safety timeout (have %v)", pids)
+		}
+	}
+	return pids
+}
+
+func checkGone(t *testing.T, what string, pids ...int) {
+	t.Helper()
+	for _, pid := range pids {
+		if !gone(pid) {
+			t.Errorf("%s %d still exists after the keeper's report", what, pid)
+		}
+	}
+}
+
+// eachWalk runs f with the process tree read from the children files, then
+// from the parent-pid scan that stands in where those files are missing
+// (env goes to the keeper; this process, the supervisor, scans too).
+func eachWalk(t *testing.T, f func(t *testing.T, env []string)) {
+	t.Run("children-files", func(t *testing.T) { f(t, nil) })
+	t.Run("stat-scan", func(t *testing.T) {
+		procStatScan = true
+		t.Cleanup(func() { procStatScan = false })
+		f(t, []string{"SUPERVISOR_TEST_STAT_SCAN=1"})
+	})
+}
+
 // A stderr that nobody reads, full to the brim: the fence still stops the
 // child by its SIGKILL point, and the log line that says so arrives once
 // stderr is drained.
@@ -106,4 +174,68 @@ func TestFenceNotHeldUpByBlockedStderr(t *testing.T) {
 	if out := d.buf.String(); !strings.Contains(out, "fence: lease deadline near") {
 		t.Fatalf("the fence's log line never came out; stderr ended with:\n%q", out[max(len(out)-2000, 0):])
 	}
+}
+
+// A stop reaches descendants in another process group and another session,
+// and the report comes only once they are gone.
+func TestStopReachesEveryDescendant(t *testing.T) {
+	eachWalk(t, func(t *testing.T, env []string) {
+		s := startHelper(t, "escapees", func(sp *Spec) { sp.Env = append(sp.Env, env...) })
+		holders := s.holders(t)
+		s.c.Stop(syscall.SIGTERM)
+		if got := s.result(t); got != (Result{Code: 143, Reason: ReasonStopped}) {
+			t.Fatalf("got %+v, want 143 stopped", got)
+		}
+		checkGone(t, "holder", holders...)
+	})
+}
+
+// timeout(1) puts itself in a process group of its own, and its command
+// with it.
+func TestStopReachesTimeoutAndItsCommand(t *testing.T) {
+	if _, err := exec.LookPath("timeout"); err != nil {
+		t.Skip("no timeout(1)")
+	}
+	s := startHelper(t, "", func(sp *Spec) {
+		sp.Path = "/bin/sh"
+		sp.Argv = []string{"sh", "-c", `timeout 60 sh -c 'echo sleep $$; exec sleep 60' & echo timeout $!; wait`}
+	})
+	tpid, _ := strconv.Atoi(strings.TrimPrefix(s.expect(t, "timeout "), "timeout "))
+	spid, _ := strconv.Atoi(strings.TrimPrefix(s.expect(t, "sleep "), "sleep "))
+	reapLeftovers(t, tpid, spid)
+	s.c.Stop(syscall.SIGTERM)
+	s.result(t)
+	checkGone(t, "timeout", tpid)
+	checkGone(t, "its sleep", spid)
+}
+
+// The fence, with no word from the supervisor, reaches them too.
+func TestFenceReachesEveryDescendant(t *testing.T) {
+	eachWalk(t, func(t *testing.T, env []string) {
+		s := startHelper(t, "escapees", func(sp *Spec) {
+			sp.Env = append(sp.Env, env...)
+			sp.Deadline = Now() + 2*time.Second
+		})
+		holders := s.holders(t)
+		if got := s.result(t); got != (Result{Code: 143, Reason: ReasonFenced}) {
+			t.Fatalf("got %+v, want 143 fenced", got)
+		}
+		checkGone(t, "holder", holders...)
+	})
+}
+
+// The supervisor's death (its pipe closes) reaches them too.
+func TestOrphanedStopReachesEveryDescendant(t *testing.T) {
+	eachWalk(t, func(t *testing.T, env []string) {
+		s := startHelper(t, "escapees", func(sp *Spec) { sp.Env = append(sp.Env, env...) })
+		holders := s.holders(t)
+		s.c.mu.Lock()
+		s.c.ctrl.Close()
+		s.c.ctrl = nil
+		s.c.mu.Unlock()
+		if got := s.result(t); got != (Result{Code: 143, Reason: ReasonOrphaned}) {
+			t.Fatalf("got %+v, want 143 orphaned", got)
+		}
+		checkGone(t, "holder", holders...)
+	})
 }
