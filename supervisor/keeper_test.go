@@ -83,6 +83,21 @@ func exitsBy(t *testing.T, pid int, at time.Duration) bool {
 // gone is true once pid has been reaped: no process, no zombie.
 func gone(pid int) bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) }
 
+// ppidOf reads a process's parent from /proc.
+func ppidOf(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ppid
+}
+
 // reapLeftovers SIGKILLs, when the test ends, processes a failing keeper
 // left behind; pidfds make sure a reused pid is never hit.
 func reapLeftovers(t *testing.T, pids ...int) {
@@ -236,6 +251,28 @@ func TestOrphanedStopReachesEveryDescendant(t *testing.T) {
 		if got := s.result(t); got != (Result{Code: 143, Reason: ReasonOrphaned}) {
 			t.Fatalf("got %+v, want 143 orphaned", got)
 		}
+		checkGone(t, "holder", holders...)
+	})
+}
+
+// A keeper SIGKILLed while its child runs: the supervisor kills the group
+// and what the keeper left, and publishes the result only once they are
+// gone. No fence and a long kill timeout: nothing else would kill them.
+func TestKeeperKilledLeavesNoDescendant(t *testing.T) {
+	eachWalk(t, func(t *testing.T, env []string) {
+		s := startHelper(t, "escapees", func(sp *Spec) {
+			sp.Env = append(sp.Env, env...)
+			sp.KillTimeout = time.Hour
+		})
+		holders := s.holders(t)
+		keeper := ppidOf(t, s.c.Pid())
+		if err := syscall.Kill(keeper, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.result(t); got != (Result{Code: 137, Reason: ReasonKeeperLost}) {
+			t.Fatalf("got %+v, want 137 keeper-lost", got)
+		}
+		checkGone(t, "child", s.c.Pid())
 		checkGone(t, "holder", holders...)
 	})
 }
