@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,6 +49,9 @@ func (e *ExecError) Error() string { return e.Msg }
 // errKeeperEnded is a keeper that died before it reported the child's start.
 var errKeeperEnded = errors.New("keeper ended before starting the child")
 
+// errStandbyLost is a standby keeper found dead when its term came.
+var errStandbyLost = errors.New("standby keeper died")
+
 // Result is how a child's group ended.
 type Result struct {
 	Code   int    // the child's exit code, or 128+N for signal N
@@ -78,7 +82,10 @@ func Start(spec Spec, log hclog.Logger) (*Child, error) {
 
 // Pending is a keeper started ahead of its term, exec'd and initialised,
 // waiting for Start. Exactly one of Start or Cancel must be called.
-type Pending struct{ k *keeperProc }
+type Pending struct {
+	k    *keeperProc
+	spec Spec // for a fresh keeper if this one dies before its term
+}
 
 // Prepare starts a standby keeper for spec; spec.Deadline is ignored (the
 // deadline comes with Start).
@@ -87,17 +94,35 @@ func Prepare(spec Spec) (*Pending, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Pending{k: k}, nil
+	return &Pending{k: k, spec: spec}, nil
 }
 
 // Start starts the child with the term's fence deadline and the term's
-// variables added to its environment.
+// variables added to its environment. A standby keeper that died meanwhile
+// is replaced by a fresh one (one log line): its term goes on. Errors are
+// those of the package's Start.
 func (p *Pending) Start(deadline time.Duration, env []string, log hclog.Logger) (*Child, error) {
+	c, err := p.start(deadline, env, log)
+	if !errors.Is(err, errStandbyLost) {
+		return c, err
+	}
+	log.Warn("starting the child under a fresh keeper", "error", err)
+	spec := p.spec
+	spec.Env = append(slices.Clip(spec.Env), env...)
+	spec.Deadline = deadline
+	return Start(spec, log)
+}
+
+func (p *Pending) start(deadline time.Duration, env []string, log hclog.Logger) (*Child, error) {
 	if _, err := p.k.ctrl.WriteString(command{op: msgStart, deadline: deadline, env: env}.String()); err != nil {
 		p.Cancel()
-		return nil, fmt.Errorf("standby keeper: %w", err)
+		return nil, fmt.Errorf("%w: %v", errStandbyLost, err)
 	}
-	return p.k.started(log)
+	c, err := p.k.started(log)
+	if errors.Is(err, errKeeperEnded) {
+		return nil, fmt.Errorf("%w: %v", errStandbyLost, err)
+	}
+	return c, err
 }
 
 // Cancel ends a standby keeper that will not be needed, and waits for it.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 )
 
@@ -275,4 +276,53 @@ func TestKeeperKilledLeavesNoDescendant(t *testing.T) {
 		checkGone(t, "child", s.c.Pid())
 		checkGone(t, "holder", holders...)
 	})
+}
+
+func standbySpec(t *testing.T, script string) (Spec, *os.File) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); w.Close() })
+	return Spec{Path: "/bin/sh", Argv: []string{"sh", "-c", script}, Env: os.Environ(),
+		KillSignal: syscall.SIGTERM, KillTimeout: time.Second, FenceMargin: 100 * time.Millisecond,
+		LogLevel: "error", Stdout: w}, r
+}
+
+// A standby keeper that died before its term is replaced by a fresh one:
+// the term starts its child, with the term's variables.
+func TestStandbyKeeperKilledIsReplaced(t *testing.T) {
+	spec, out := standbySpec(t, "echo rev=$ETCDLEAD_REV")
+	p, err := Prepare(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := p.k.cmd.Process.Pid
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if !exitsBy(t, pid, Now()+20*time.Second) {
+		t.Fatal("standby keeper still runs after SIGKILL")
+	}
+	var logged bytes.Buffer
+	log := hclog.New(&hclog.LoggerOptions{Output: &logged, Level: hclog.Info})
+	c, err := p.Start(Now()+time.Minute, []string{"ETCDLEAD_REV=42"}, log)
+	spec.Stdout.Close()
+	if err != nil {
+		t.Fatalf("Start on a dead standby keeper: %v", err)
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("child not done within the safety timeout")
+	}
+	if got := c.Result(); got != (Result{Code: 0, Reason: ReasonExited}) {
+		t.Fatalf("result %+v", got)
+	}
+	if b, _ := io.ReadAll(out); string(b) != "rev=42\n" {
+		t.Fatalf("child printed %q, want rev=42", b)
+	}
+	if n := strings.Count(logged.String(), "starting the child under a fresh keeper"); n != 1 {
+		t.Fatalf("want one log line about the lost standby keeper, got:\n%s", logged.String())
+	}
 }
