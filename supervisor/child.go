@@ -46,6 +46,12 @@ type ExecError struct {
 
 func (e *ExecError) Error() string { return e.Msg }
 
+// ErrPastFence is a child the keeper refused to start because the fence
+// point (deadline-K-m on the boot clock) had passed: it could not be stopped
+// in order before the lease may end. No child was started and the keeper is
+// gone; the term is lost.
+var ErrPastFence = errors.New("child not started: past its fence point")
+
 // errKeeperEnded is a keeper that died before it reported the child's start.
 var errKeeperEnded = errors.New("keeper ended before starting the child")
 
@@ -71,7 +77,8 @@ type Child struct {
 }
 
 // Start launches the keeper, which starts the child. It returns once the child
-// runs, or with an *ExecError when it could not be executed.
+// runs, with an *ExecError when it could not be executed, or with an error
+// that is ErrPastFence.
 func Start(spec Spec, log hclog.Logger) (*Child, error) {
 	k, err := launch(spec, false)
 	if err != nil {
@@ -217,6 +224,9 @@ func readStarted(status *bufio.Scanner) (int, error) {
 	switch {
 	case f[0] == msgStarted && len(f) == 2:
 		return strconv.Atoi(f[1])
+	case f[0] == msgPastFence && len(f) == 2:
+		late, _ := strconv.ParseInt(f[1], 10, 64)
+		return 0, fmt.Errorf("%w (%s late)", ErrPastFence, time.Duration(late))
 	case f[0] == msgFailed && len(f) == 3:
 		code, _ := strconv.Atoi(f[1])
 		return 0, &ExecError{Code: code, Msg: f[2]}

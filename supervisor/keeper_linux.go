@@ -117,6 +117,8 @@ func RunKeeper(args []string) int {
 		return 0 // the supervisor gave up this term: no child
 	}
 	g := &groupState{fence: kc.fence, killSignal: kc.killSignal}
+	// Armed before the child can start: a fence point that passes after the
+	// check in runChild wakes the keeper at once.
 	clock := newFenceClock(log)
 	defer clock.close()
 	clock.arm(g.next())
@@ -125,7 +127,12 @@ func RunKeeper(args []string) int {
 	reaped := make(chan reapEvent, 16)
 	go runChild(kc, tty, started, reaped)
 	res := <-started
-	if res.err != nil {
+	switch {
+	case res.pastFence:
+		fmt.Fprintf(status, "%s %d\n", msgPastFence, int64(res.late))
+		log.Warn("not starting the child: past its fence point", "late", res.late)
+		return 0
+	case res.err != nil:
 		fmt.Fprintf(status, "%s %d %s\n", msgFailed, res.code, res.err)
 		return 0
 	}
@@ -349,9 +356,11 @@ func hasChildren() bool {
 }
 
 type startResult struct {
-	pid  int
-	code int
-	err  error
+	pid       int
+	code      int
+	err       error
+	pastFence bool          // refused: the fence point had passed
+	late      time.Duration // by how much
 }
 
 type reapEvent struct {
@@ -374,6 +383,14 @@ func runChild(kc keeperConfig, tty bool, started chan<- startResult, reaped chan
 			Foreground: tty,
 			Ctty:       0,
 		},
+	}
+	// The last moment before the fork: a child started past its fence point
+	// would run beside a successor that may already lead.
+	if kc.fence.Deadline != 0 {
+		if late := Now() - kc.fence.SignalAt(); late >= 0 {
+			started <- startResult{pastFence: true, late: late}
+			return
+		}
 	}
 	if err := cmd.Start(); err != nil {
 		started <- startResult{code: execFailureCode(err), err: err}

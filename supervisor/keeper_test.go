@@ -326,3 +326,37 @@ func TestStandbyKeeperKilledIsReplaced(t *testing.T) {
 		t.Fatalf("want one log line about the lost standby keeper, got:\n%s", logged.String())
 	}
 }
+
+// A deadline still ahead, but its fence point passed: the keeper refuses
+// to start the child, on the fresh and on the standby path, and is gone
+// when Start returns (its stdout, shared with a child, is at its end).
+func TestPastFenceRefused(t *testing.T) {
+	for _, standby := range []bool{false, true} {
+		t.Run("standby="+strconv.FormatBool(standby), func(t *testing.T) {
+			spec, out := standbySpec(t, "echo started")
+			deadline := Now() + spec.KillTimeout/2
+			var c *Child
+			var err error
+			if standby {
+				var p *Pending
+				if p, err = Prepare(spec); err != nil {
+					t.Fatal(err)
+				}
+				c, err = p.Start(deadline, nil, hclog.NewNullLogger())
+			} else {
+				spec.Deadline = deadline
+				c, err = Start(spec, hclog.NewNullLogger())
+			}
+			spec.Stdout.Close()
+			if c != nil {
+				<-c.Done()
+			}
+			if !errors.Is(err, ErrPastFence) {
+				t.Fatalf("Start past the fence point: child %v, error %v; want ErrPastFence", c != nil, err)
+			}
+			if b, _ := io.ReadAll(out); len(b) != 0 {
+				t.Fatalf("a child ran: it printed %q", b)
+			}
+		})
+	}
+}
