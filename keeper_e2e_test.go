@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"errors"
+	"io"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -184,4 +187,112 @@ func TestKeeperKilledNoDescendantOutlivesRevoke(t *testing.T) {
 	}
 	c1.log.waitFor(t, "c1", "keeper died without a report", 0)
 	stopAll(t, e, c2)
+}
+
+// The leader's stderr is a pipe that nobody reads, full to the brim, and
+// then the leader is cut off from etcd: no log write holds up its keeper's
+// fence or its supervisor, the successor starts once the old child is gone,
+// and the fence's log line arrives once stderr drains.
+func TestStalledStderrThenPartition(t *testing.T) {
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	e := newEnv(t, cluster.Endpoints())
+	p := newProxy(t, cluster.Endpoints()[0])
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	c1 := startWithStderr(t, e.via(p.Addr()), "c1", fast, e.probe(), w)
+	c1.out.waitFor(t, "c1", "ready", 0)
+	c2 := e.start("c2", fast, e.probe())
+	c2.log.waitFor(t, "c2", "waiting on predecessor", 0)
+	fillPipe(t, w)
+	p.Blackhole()
+	c2.out.waitFor(t, "c2", "ready", 0)
+	drained := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(r)
+		drained <- string(b)
+	}()
+	p.Pass()
+	c1.signal(t, syscall.SIGTERM)
+	c1.exit(t)
+	w.Close()
+	stopAll(t, e, c2)
+	// The keeper, which lingers on a blocked stderr only for a bounded
+	// flush, closes its copy when it ends.
+	select {
+	case out := <-drained:
+		if !strings.Contains(out, "fence: lease deadline near") {
+			t.Errorf("the fence's log line never came out; stderr ended with:\n%q", out[max(len(out)-2000, 0):])
+		}
+	case <-time.After(safety):
+		t.Fatal("stderr still open: the keeper or the supervisor lives on")
+	}
+}
+
+// startWithStderr is env.start with the candidate's stderr given; the test
+// reads it, or not, itself.
+func startWithStderr(t *testing.T, e *env, name string, flags, command []string, stderr *os.File) *candidate {
+	t.Helper()
+	args := append([]string{"run", "--endpoints=" + strings.Join(e.endpoints, ","), "--prefix=" + e.prefix, "--id=" + name}, flags...)
+	cmd := exec.Command(etcdleadBin(), append(append(args, "--"), command...)...)
+	stdoutR, stdoutW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = stdoutW, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	c := &candidate{name: name, cmd: cmd, out: newLines(stdoutR), log: newLines(strings.NewReader("")), done: make(chan struct{})}
+	err = cmd.Start()
+	stdoutW.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_ = cmd.Wait()
+		c.code = cmd.ProcessState.ExitCode()
+		close(c.done)
+	}()
+	t.Cleanup(func() {
+		if c.running() {
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+		}
+		<-c.done
+		if t.Failed() {
+			t.Logf("%s stdout:\n%s", name, c.out)
+		}
+	})
+	return c
+}
+
+// fillPipe writes to w until a write would block, then puts w's file
+// description, which the candidate shares, back in blocking mode.
+func fillPipe(t *testing.T, w *os.File) {
+	t.Helper()
+	raw, err := w.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 4096)
+	err = raw.Control(func(fd uintptr) {
+		if err := unix.SetNonblock(int(fd), true); err != nil {
+			t.Error(err)
+			return
+		}
+		for _, size := range []int{4096, 1} {
+			for {
+				if _, err := unix.Write(int(fd), chunk[:size]); err != nil {
+					break
+				}
+			}
+		}
+		if err := unix.SetNonblock(int(fd), false); err != nil {
+			t.Error(err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
