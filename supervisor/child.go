@@ -261,6 +261,9 @@ func (c *Child) wait(k *keeperProc, status *bufio.Scanner) {
 	o := killOrphans(c.pid)
 	c.log.Error("keeper died without a report; killed the child's group and what the keeper left, waiting for them to end",
 		"pgid", c.pid, "error", werr, "bound", orphanWait)
+	if subreaperErr != nil {
+		c.log.Error("not a child subreaper: what the keeper left went to init, out of reach", "error", subreaperErr)
+	}
 	if left := o.wait(orphanWait); left > 0 {
 		c.log.Error("processes left by the keeper still run after SIGKILL; ending the term without them", "count", left)
 	} else {

@@ -20,9 +20,6 @@ import (
 // The test binary doubles as the keeper (argv[1] == KeeperArg, as in
 // etcdlead itself) and as a helper child, chosen by $SUPERVISOR_TEST_CHILD.
 func TestMain(m *testing.M) {
-	if os.Getenv("SUPERVISOR_TEST_STAT_SCAN") != "" {
-		procStatScan = true
-	}
 	if len(os.Args) > 1 && os.Args[1] == KeeperArg {
 		os.Exit(RunKeeper(os.Args[2:]))
 	}

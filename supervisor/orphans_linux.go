@@ -19,14 +19,17 @@ const orphanWait = 10 * time.Second
 // while it waits: nothing tells it of one.
 const orphanPoll = 10 * time.Millisecond
 
-var subreaper sync.Once
+var (
+	subreaper    sync.Once
+	subreaperErr error // said when a keeper dies: its orphans went elsewhere
+)
 
 // becomeSubreaper makes this process, the supervisor, a child subreaper
 // before its first keeper starts: if a keeper dies, what it started lands
 // here rather than on init, where nobody would stop it.
 func becomeSubreaper() {
 	subreaper.Do(func() {
-		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+		subreaperErr = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	})
 }
 

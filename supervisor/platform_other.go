@@ -32,6 +32,8 @@ func Supported() error { return ErrUnsupported }
 
 func becomeSubreaper() {}
 
+var subreaperErr error
+
 type orphans struct{}
 
 func killOrphans(int) *orphans { return &orphans{} }

@@ -21,6 +21,14 @@ import (
 // the child's group, keepers that die, a fence point already passed. The
 // helpers read /proc on their own, apart from the code under test.
 
+// The keeper is this test binary too (see TestMain): a test that forces the
+// parent-pid scan in the keeper sets this variable in its environment.
+func init() {
+	if os.Getenv("SUPERVISOR_TEST_STAT_SCAN") != "" {
+		procStatScan = true
+	}
+}
+
 // fullPipe returns a pipe filled until a write would block, with its write
 // end back in blocking mode, as a stalled log reader leaves stderr.
 func fullPipe(t *testing.T) (*os.File, *os.File) {
