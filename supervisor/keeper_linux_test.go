@@ -357,7 +357,11 @@ func TestPastFenceRefused(t *testing.T) {
 			}
 			spec.Stdout.Close()
 			if c != nil {
-				<-c.Done()
+				c.Kill()
+				select {
+				case <-c.Done():
+				case <-time.After(20 * time.Second):
+				}
 			}
 			if !errors.Is(err, ErrPastFence) {
 				t.Fatalf("Start past the fence point: child %v, error %v; want ErrPastFence", c != nil, err)

@@ -1,13 +1,13 @@
 package supervisor
 
 import (
+	"bufio"
 	"os"
 	"os/exec"
 	"slices"
 	"strconv"
 	"syscall"
 	"testing"
-	"time"
 )
 
 func TestParseStat(t *testing.T) {
@@ -38,7 +38,12 @@ func TestStatScanSeesWhatChildrenFilesSee(t *testing.T) {
 	if host.scan {
 		t.Skip("no /proc/PID/task/TID/children on this kernel: the scan is the only walk")
 	}
-	cmd := exec.Command("/bin/sh", "-c", "sleep 60 & sleep 60 & sleep 60 & wait")
+	// The shell prints once it has forked the three.
+	cmd := exec.Command("/bin/sh", "-c", "sleep 60 & sleep 60 & sleep 60 & echo forked; wait")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -50,12 +55,12 @@ func TestStatScanSeesWhatChildrenFilesSee(t *testing.T) {
 		s.close()
 		_ = cmd.Wait()
 	})
-	var files []int
-	for deadline := time.Now().Add(20 * time.Second); len(files) < 3; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the shell's three sleeps never showed up: %v", files)
-		}
-		files = host.childrenFiles(sh)
+	if line, err := bufio.NewReader(out).ReadString('\n'); line != "forked\n" {
+		t.Fatalf("shell said %q, %v", line, err)
+	}
+	files := host.childrenFiles(sh)
+	if len(files) != 3 {
+		t.Fatalf("children files list %v, want the three sleeps", files)
 	}
 	scan := procfs{root: "/proc", scan: true}.lister()(sh)
 	slices.Sort(files)
