@@ -192,7 +192,8 @@ func TestKeeperKilledNoDescendantOutlivesRevoke(t *testing.T) {
 // The leader's stderr is a pipe that nobody reads, full to the brim, and
 // then the leader is cut off from etcd: no log write holds up its keeper's
 // fence or its supervisor, the successor starts once the old child is gone,
-// and the fence's log line arrives once stderr drains.
+// and once stderr drains the supervisor's lines from the stall arrive, or
+// the count of those it dropped.
 func TestStalledStderrThenPartition(t *testing.T) {
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
@@ -220,12 +221,12 @@ func TestStalledStderrThenPartition(t *testing.T) {
 	c1.exit(t)
 	w.Close()
 	stopAll(t, e, c2)
-	// The keeper, which lingers on a blocked stderr only for a bounded
-	// flush, closes its copy when it ends.
+	// The keeper's lines may be lost: it ended long ago, and waits for a
+	// blocked stderr only for a bounded flush.
 	select {
 	case out := <-drained:
-		if !strings.Contains(out, "fence: lease deadline near") {
-			t.Errorf("the fence's log line never came out; stderr ended with:\n%q", out[max(len(out)-2000, 0):])
+		if !strings.Contains(out, "etcdlead: child exited") && !strings.Contains(out, "log lines dropped") {
+			t.Errorf("the supervisor's lines from the stall never came out; stderr ended with:\n%q", out[max(len(out)-2000, 0):])
 		}
 	case <-time.After(safety):
 		t.Fatal("stderr still open: the keeper or the supervisor lives on")
