@@ -17,6 +17,8 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+
+	"github.com/etcdlead/etcdlead/internal/logbuf"
 )
 
 // keepAliveTime is etcd's smallest accepted gRPC ping interval (its
@@ -179,11 +181,13 @@ func pathErr(err error) error {
 	return err
 }
 
+// newLogger writes through the process's asynchronous stderr writer: a
+// stderr that does not drain must not hold up a renewal or a stop. Lines
+// that do not fit are dropped and counted; realMain flushes at exit.
 func newLogger(level string, json bool) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{
+	return logbuf.Logger(hclog.LoggerOptions{
 		Name:       "etcdlead",
 		Level:      hclog.LevelFromString(level),
 		JSONFormat: json,
-		Output:     os.Stderr,
 	})
 }

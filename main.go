@@ -6,7 +6,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
+	"github.com/etcdlead/etcdlead/internal/logbuf"
 	"github.com/etcdlead/etcdlead/supervisor"
 )
 
@@ -22,7 +24,11 @@ func realMain(args []string) int {
 	}
 	err := newApp(args).RunContext(context.Background(), args)
 	if msg := errorMessage(err); msg != "" {
-		fmt.Fprintln(os.Stderr, "etcdlead: "+msg)
+		fmt.Fprintln(logbuf.Stderr(), "etcdlead: "+msg)
 	}
+	// Bounded: a stderr that never drains must not keep etcdlead from
+	// exiting; the lease was revoked already.
+	const exitFlush = 2 * time.Second
+	logbuf.Flush(exitFlush)
 	return exitCode(err)
 }

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 )
 
@@ -53,3 +54,37 @@ func (t *bootTimer) at(d time.Duration) {
 }
 
 func (t *bootTimer) close() { unix.Close(t.fd) }
+
+// fenceClock wakes the keeper when the fence may be due: a boot-clock
+// timer, or a tick where the kernel has none.
+type fenceClock struct {
+	timer *bootTimer
+	tick  *time.Ticker
+	wake  <-chan struct{}
+	ticks <-chan time.Time
+}
+
+func newFenceClock(log hclog.Logger) *fenceClock {
+	timer, err := newBootTimer()
+	if err != nil {
+		log.Error("no boot-clock timer; checking the fence on a tick", "error", err)
+		t := time.NewTicker(keeperTick)
+		return &fenceClock{tick: t, ticks: t.C}
+	}
+	return &fenceClock{timer: timer, wake: timer.C}
+}
+
+// arm sets the timer for boot-clock time at (0: nothing scheduled).
+func (c *fenceClock) arm(at time.Duration) {
+	if c.timer != nil {
+		c.timer.at(at)
+	}
+}
+
+func (c *fenceClock) close() {
+	if c.timer != nil {
+		c.timer.close()
+	} else {
+		c.tick.Stop()
+	}
+}

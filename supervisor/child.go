@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,6 +46,18 @@ type ExecError struct {
 
 func (e *ExecError) Error() string { return e.Msg }
 
+// ErrPastFence is a child the keeper refused to start because the fence
+// point (deadline-K-m on the boot clock) had passed: it could not be stopped
+// in order before the lease may end. No child was started and the keeper is
+// gone; the term is lost.
+var ErrPastFence = errors.New("child not started: past its fence point")
+
+// errKeeperEnded is a keeper that died before it reported the child's start.
+var errKeeperEnded = errors.New("keeper ended before starting the child")
+
+// errStandbyLost is a standby keeper found dead when its term came.
+var errStandbyLost = errors.New("standby keeper died")
+
 // Result is how a child's group ended.
 type Result struct {
 	Code   int    // the child's exit code, or 128+N for signal N
@@ -64,7 +77,8 @@ type Child struct {
 }
 
 // Start launches the keeper, which starts the child. It returns once the child
-// runs, or with an *ExecError when it could not be executed.
+// runs, with an *ExecError when it could not be executed, or with an error
+// that is ErrPastFence.
 func Start(spec Spec, log hclog.Logger) (*Child, error) {
 	k, err := launch(spec, false)
 	if err != nil {
@@ -75,7 +89,10 @@ func Start(spec Spec, log hclog.Logger) (*Child, error) {
 
 // Pending is a keeper started ahead of its term, exec'd and initialised,
 // waiting for Start. Exactly one of Start or Cancel must be called.
-type Pending struct{ k *keeperProc }
+type Pending struct {
+	k    *keeperProc
+	spec Spec // for a fresh keeper if this one dies before its term
+}
 
 // Prepare starts a standby keeper for spec; spec.Deadline is ignored (the
 // deadline comes with Start).
@@ -84,23 +101,41 @@ func Prepare(spec Spec) (*Pending, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Pending{k: k}, nil
+	return &Pending{k: k, spec: spec}, nil
 }
 
 // Start starts the child with the term's fence deadline and the term's
-// variables added to its environment.
+// variables added to its environment. A standby keeper that died meanwhile
+// is replaced by a fresh one (one log line): its term goes on. Errors are
+// those of the package's Start.
 func (p *Pending) Start(deadline time.Duration, env []string, log hclog.Logger) (*Child, error) {
+	c, err := p.start(deadline, env, log)
+	if !errors.Is(err, errStandbyLost) {
+		return c, err
+	}
+	log.Warn("starting the child under a fresh keeper", "error", err)
+	spec := p.spec
+	spec.Env = append(slices.Clip(spec.Env), env...)
+	spec.Deadline = deadline
+	return Start(spec, log)
+}
+
+func (p *Pending) start(deadline time.Duration, env []string, log hclog.Logger) (*Child, error) {
 	if _, err := p.k.ctrl.WriteString(command{op: msgStart, deadline: deadline, env: env}.String()); err != nil {
 		p.Cancel()
-		return nil, fmt.Errorf("standby keeper: %w", err)
+		return nil, fmt.Errorf("%w: %v", errStandbyLost, err)
 	}
-	return p.k.started(log)
+	c, err := p.k.started(log)
+	if errors.Is(err, errKeeperEnded) {
+		return nil, fmt.Errorf("%w: %v", errStandbyLost, err)
+	}
+	return c, err
 }
 
 // Cancel ends a standby keeper that will not be needed, and waits for it.
 func (p *Pending) Cancel() {
 	p.k.ctrl.Close()
-	_ = p.k.cmd.Wait()
+	_ = p.k.wait()
 	p.k.stat.Close()
 }
 
@@ -146,7 +181,9 @@ func launch(spec Spec, standby bool) (*keeperProc, error) {
 		// SIGKILL, must leave the keeper alive to stop the child in order.
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
-	err = cmd.Start()
+	becomeSubreaper()
+	k := &keeperProc{cmd: cmd, ctrl: ctrlW, stat: statR}
+	err = k.start()
 	ctrlR.Close()
 	statW.Close()
 	if err != nil {
@@ -154,7 +191,7 @@ func launch(spec Spec, standby bool) (*keeperProc, error) {
 		statR.Close()
 		return nil, fmt.Errorf("start keeper: %w", err)
 	}
-	return &keeperProc{cmd: cmd, ctrl: ctrlW, stat: statR}, nil
+	return k, nil
 }
 
 // started reads the keeper's first report and hands the keeper to a Child.
@@ -163,23 +200,33 @@ func (k *keeperProc) started(log hclog.Logger) (*Child, error) {
 	pid, err := readStarted(status)
 	if err != nil {
 		k.ctrl.Close()
-		_ = k.cmd.Wait()
+		_ = k.wait()
 		k.stat.Close()
+		if errors.Is(err, errKeeperEnded) {
+			// It may have forked the child before it died: whatever it
+			// started is this process's orphan now, and goes first.
+			if left := killOrphans(0).wait(orphanWait); left > 0 {
+				log.Error("processes left by a dead keeper still run", "count", left)
+			}
+		}
 		return nil, err
 	}
 	c := &Child{log: log, ctrl: k.ctrl, done: make(chan struct{}), pid: pid}
-	go c.wait(k.cmd, status, k.stat)
+	go c.wait(k, status)
 	return c, nil
 }
 
 func readStarted(status *bufio.Scanner) (int, error) {
 	if !status.Scan() {
-		return 0, errors.New("keeper ended before starting the child")
+		return 0, errKeeperEnded
 	}
 	f := strings.SplitN(status.Text(), " ", 3)
 	switch {
 	case f[0] == msgStarted && len(f) == 2:
 		return strconv.Atoi(f[1])
+	case f[0] == msgPastFence && len(f) == 2:
+		late, _ := strconv.ParseInt(f[1], 10, 64)
+		return 0, fmt.Errorf("%w (%s late)", ErrPastFence, time.Duration(late))
 	case f[0] == msgFailed && len(f) == 3:
 		code, _ := strconv.Atoi(f[1])
 		return 0, &ExecError{Code: code, Msg: f[2]}
@@ -188,30 +235,41 @@ func readStarted(status *bufio.Scanner) (int, error) {
 }
 
 // wait is the only goroutine that waits on the keeper. It publishes the
-// result once the keeper reported that the whole group is gone, or once the
-// keeper died without a report; then it SIGKILLs the group itself, because
-// without the keeper nobody else would.
-func (c *Child) wait(keeper *exec.Cmd, status *bufio.Scanner, r *os.File) {
+// result once the keeper reported that no process of the child's is left,
+// or once the keeper died without a report and what it left is gone: without
+// the keeper, the supervisor kills the child's group and every orphan the
+// keeper left (this process is a subreaper, so they are its children now).
+func (c *Child) wait(k *keeperProc, status *bufio.Scanner) {
 	published := false
 	for !published && status.Scan() {
 		f := strings.Fields(status.Text())
 		if len(f) == 3 && f[0] == msgExit {
 			if code, err := strconv.Atoi(f[1]); err == nil {
-				// The keeper reports only once the group is gone, so the
-				// result is final now; its own exit can follow in its time,
-				// off the path to the revoke.
+				// The keeper reports only once nothing it started is left,
+				// so the result is final now; its own exit can follow in
+				// its time, off the path to the revoke.
 				c.publish(Result{Code: code, Reason: Reason(f[2])})
 				published = true
 			}
 		}
 	}
-	r.Close()
-	werr := keeper.Wait()
-	if !published {
-		c.log.Error("keeper died without a report; killing the child's group", "pgid", c.pid, "error", werr)
-		_ = syscall.Kill(-c.pid, syscall.SIGKILL)
-		c.publish(Result{Code: 128 + int(syscall.SIGKILL), Reason: ReasonKeeperLost})
+	k.stat.Close()
+	werr := k.wait()
+	if published {
+		return
 	}
+	o := killOrphans(c.pid)
+	c.log.Error("keeper died without a report; killed the child's group and what the keeper left, waiting for them to end",
+		"pgid", c.pid, "error", werr, "bound", orphanWait)
+	if subreaperErr != nil {
+		c.log.Error("not a child subreaper: what the keeper left went to init, out of reach", "error", subreaperErr)
+	}
+	if left := o.wait(orphanWait); left > 0 {
+		c.log.Error("processes left by the keeper still run after SIGKILL; ending the term without them", "count", left)
+	} else {
+		c.log.Info("every process the keeper left has ended")
+	}
+	c.publish(Result{Code: 128 + int(syscall.SIGKILL), Reason: ReasonKeeperLost})
 }
 
 func (c *Child) publish(res Result) {

@@ -35,7 +35,9 @@ func TestMain(m *testing.M) {
 }
 
 // helperChild prints "ready", then one line per signal it receives, and
-// reports a grandchild's pid when asked to start one. No sleeps: tests wait
+// reports a grandchild's pid when asked to start one. In mode "escapees" it
+// first starts two holders that ignore SIGTERM, one in a new process group
+// and one in a new session, which print "held pid=N". No sleeps: tests wait
 // on its lines.
 func helperChild(mode string) int {
 	if n, ok := strings.CutPrefix(mode, "exit:"); ok {
@@ -44,6 +46,15 @@ func helperChild(mode string) int {
 	}
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1)
+	if mode == "hold" {
+		// Silent on signals: its stdout may be a pipe whose reader died.
+		fmt.Printf("held pid=%d\n", os.Getpid())
+		for range sigs {
+		}
+	}
+	if mode == "escapees" && !startEscapees() {
+		return 2
+	}
 	if mode == "grandchild" {
 		self, _ := os.Executable()
 		gc := exec.Command(self)
@@ -67,6 +78,20 @@ func helperChild(mode string) int {
 		}
 	}
 	return 0
+}
+
+func startEscapees() bool {
+	self, _ := os.Executable()
+	for _, attr := range []*syscall.SysProcAttr{{Setpgid: true}, {Setsid: true}} {
+		h := exec.Command(self)
+		h.Env = append(os.Environ(), "SUPERVISOR_TEST_CHILD=hold")
+		h.Stdout = os.Stdout
+		h.SysProcAttr = attr
+		if err := h.Start(); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 type started struct {

@@ -1,18 +1,28 @@
 // Package supervisor runs the child command under a keeper: a small re-exec of
-// etcdlead that owns the child's process group, enforces the fence deadline on
-// a suspend-aware clock, and outlives a supervisor that is frozen or killed.
+// etcdlead that owns the child's process group and its whole process tree,
+// enforces the fence deadline on a suspend-aware clock, and outlives a
+// supervisor that is frozen or killed (docs/design.md, "The keeper").
 //
-// What it promises: once the keeper has started the child, the child's
-// process group is signalled no later than deadline-K-m and SIGKILLed no later
-// than deadline-m (K = kill timeout, m = fence margin), measured on
-// CLOCK_BOOTTIME, whatever happens to the supervisor. When the supervisor's
-// pipe closes (the supervisor died, even by SIGKILL) the group is signalled at
-// once. The keeper reports an exit status only after the whole group is gone.
+// What it promises: the keeper starts the child only before its fence point
+// (deadline-K-m on CLOCK_BOOTTIME), or not at all (ErrPastFence). Once the
+// child runs, its process group and every descendant of the keeper, in
+// whatever group or session, are signalled no later than deadline-K-m and
+// SIGKILLed no later than deadline-m (K = kill timeout, m = fence margin),
+// whatever happens to the supervisor. When the supervisor's pipe closes (the
+// supervisor died, even by SIGKILL) they are signalled at once. No signal
+// waits on a log write: both processes log through a bounded asynchronous
+// writer. The keeper is a child subreaper, so orphans below it stay its own;
+// it reports an exit status only once it has no child left at all. A keeper
+// SIGKILLed itself leaves the direct child to its parent-death signal and
+// the rest to the supervisor, a subreaper too, which kills and reaps
+// everything the keeper left before it publishes the result. A standby
+// keeper that died before its term is replaced by a fresh one.
 //
-// What it does not promise: processes that leave the group on purpose
-// (setsid, daemons, docker run, ssh to another host) are out of its reach. A
-// SIGKILL of the keeper itself leaves the direct child to its parent-death
-// signal and the group to the supervisor's fallback kill.
+// What it does not promise: processes started on the child's behalf by
+// another daemon (docker run, systemd-run, ssh to another host) are not the
+// keeper's descendants and are out of its reach. The process that uses this
+// package must start no children of its own besides keepers: after a
+// keeper's death it kills every child that is not a live keeper.
 //
 // The package knows nothing of etcd.
 package supervisor

@@ -2,9 +2,10 @@ package supervisor
 
 import "time"
 
-// Fence is the pure arithmetic of DESIGN.md step 8. Deadline is the time,
-// on the boot clock, before which etcd cannot have expired the lease: the
-// send time of the last successful renewal plus the granted TTL.
+// Fence is the pure arithmetic of the fence (docs/design.md, "The keeper").
+// Deadline is the time, on the boot clock, before which etcd cannot have
+// expired the lease: the send time of the last successful renewal plus the
+// granted TTL.
 type Fence struct {
 	Deadline    time.Duration // 0: no deadline known (never fence)
 	KillTimeout time.Duration // K

@@ -16,15 +16,16 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 
+	"github.com/etcdlead/etcdlead/internal/logbuf"
 	"github.com/etcdlead/etcdlead/signals"
 )
 
 // KeeperArg is argv[1] of the hidden keeper mode of the etcdlead binary.
 const KeeperArg = "__etcdlead_keeper"
 
-// keeperTick is the poll interval for the end of the child's group after the
-// child exited, and the fence's tick where no boot-clock timer exists
-// (DESIGN.md asks for at most 50 ms; the fence margin covers it).
+// keeperTick is the fence's tick where no boot-clock timer exists, and the
+// interval of the SIGKILL sweeps until no descendant is left (the fence
+// margin covers it).
 const keeperTick = 25 * time.Millisecond
 
 // Descriptors the supervisor hands the keeper, after stdin, stdout, stderr.
@@ -68,20 +69,34 @@ func parseKeeperArgs(args []string) (keeperConfig, error) {
 	return kc, nil
 }
 
+// keeperFlush bounds the keeper's wait for its last log lines at exit. Its
+// report is sent by then; a stderr that does not drain only delays the end
+// of a process nobody waits for.
+const keeperFlush = time.Second
+
 // RunKeeper is the keeper process: it starts the child, obeys the
-// supervisor's pipe, enforces the fence, and returns once the child's group
-// is gone and its status was reported. Its return value is the keeper's exit
-// code, which nobody relies on: the status travels over the pipe.
+// supervisor's pipe, enforces the fence, and returns once no process it
+// started is left and their status was reported. Its return value is the
+// keeper's exit code, which nobody relies on: the status travels over the
+// pipe.
 func RunKeeper(args []string) int {
 	kc, err := parseKeeperArgs(args)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "etcdlead keeper:", err)
 		return 125
 	}
-	log := hclog.New(&hclog.LoggerOptions{
-		Name: "etcdlead.keeper", Level: hclog.LevelFromString(kc.logLevel),
-		JSONFormat: kc.logJSON, Output: os.Stderr,
+	// Caught rather than ignored, so the child starts with default
+	// dispositions; the keeper obeys the pipe, not stray signals. Caught
+	// before the first log line too: SIGPIPE from a closed stderr must not
+	// kill the keeper.
+	absorbed := signals.Absorb()
+	defer absorbed.Stop()
+	// Asynchronous, so that no signal of the fence waits on a stderr that
+	// does not drain.
+	log := logbuf.Logger(hclog.LoggerOptions{
+		Name: "etcdlead.keeper", Level: hclog.LevelFromString(kc.logLevel), JSONFormat: kc.logJSON,
 	})
+	defer logbuf.Flush(keeperFlush)
 	// The descriptors came without close-on-exec; the child must not hold
 	// them, or the supervisor could not see the keeper's death as EOF.
 	syscall.CloseOnExec(ctrlFD)
@@ -90,35 +105,43 @@ func RunKeeper(args []string) int {
 	status := os.NewFile(statusFD, "status")
 	defer status.Close()
 
-	// Orphans of the child's group are re-parented here, so the keeper can
-	// reap them and know when the group is really gone.
+	// Orphans of the child's tree, in whatever group or session, are
+	// re-parented here, so the keeper reaches them and knows when no
+	// descendant is left.
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		log.Warn("cannot become child subreaper", "error", err)
 	}
-	// Caught rather than ignored, so the child starts with default
-	// dispositions; the keeper obeys the pipe, not stray signals.
-	absorbed := signals.Absorb()
-	defer absorbed.Stop()
 
 	cmds := readCommands(ctrl)
 	if kc.standby && !awaitStart(cmds, &kc) {
 		return 0 // the supervisor gave up this term: no child
 	}
+	g := &groupState{fence: kc.fence, killSignal: kc.killSignal}
+	// Armed before the child can start: a fence point that passes after the
+	// check in runChild wakes the keeper at once.
+	clock := newFenceClock(log)
+	defer clock.close()
+	clock.arm(g.next())
 	tty, ttyPgrp := foreground()
 	started := make(chan startResult, 1)
 	reaped := make(chan reapEvent, 16)
 	go runChild(kc, tty, started, reaped)
 	res := <-started
-	if res.err != nil {
+	switch {
+	case res.pastFence:
+		fmt.Fprintf(status, "%s %d\n", msgPastFence, int64(res.late))
+		log.Warn("not starting the child: past its fence point", "late", res.late)
+		return 0
+	case res.err != nil:
 		fmt.Fprintf(status, "%s %d %s\n", msgFailed, res.code, res.err)
 		return 0
 	}
 	fmt.Fprintf(status, "%s %d\n", msgStarted, res.pid)
 	log.Debug("child started", "pid", res.pid)
 
-	g := &groupState{fence: kc.fence, killSignal: kc.killSignal}
-	k := &keeper{log: log, pgid: res.pid, pid: res.pid, g: g}
+	k := &keeper{log: log, pgid: res.pid, pid: res.pid, g: g, clock: clock, sweeps: map[syscall.Signal]*sweep{}}
 	k.loop(cmds, reaped, absorbed.C)
+	k.closeSweeps()
 	if tty {
 		restoreForeground(res.pid, ttyPgrp)
 	}
@@ -140,117 +163,12 @@ func awaitStart(cmds <-chan command, kc *keeperConfig) bool {
 	return false
 }
 
-type keeper struct {
-	log  hclog.Logger
-	pgid int
-	pid  int
-	g    *groupState
-}
-
-func (k *keeper) loop(cmds <-chan command, reaped <-chan reapEvent, sigs <-chan os.Signal) {
-	timer, err := newBootTimer()
-	var tick *time.Ticker
-	if err != nil {
-		k.log.Error("no boot-clock timer; checking the fence on a tick", "error", err)
-		tick = time.NewTicker(keeperTick)
-		defer tick.Stop()
-	} else {
-		defer timer.close()
-	}
-	for {
-		var wake <-chan struct{}
-		var ticks <-chan time.Time
-		if timer != nil {
-			timer.at(k.g.next())
-			wake = timer.C
-		} else {
-			ticks = tick.C
-		}
-		// While the child is gone but not yet its whole group, look for the
-		// group's end on a short poll too: a member reaped by another
-		// member sends the keeper no event.
-		var poll <-chan time.Time
-		if k.g.childExit != nil {
-			poll = time.After(keeperTick)
-		}
-		select {
-		case c, ok := <-cmds:
-			k.command(c, ok, &cmds)
-		case ev, ok := <-reaped:
-			k.reaped(ev, ok, &reaped)
-		case s := <-sigs:
-			k.log.Debug("keeper ignores signal", "signal", s)
-		case <-wake:
-			k.fenceCheck()
-		case <-ticks:
-			k.fenceCheck()
-		case <-poll:
-		}
-		if k.g.childExit != nil && k.groupGone() {
-			return
-		}
-	}
-}
-
-func (k *keeper) command(c command, ok bool, cmds *<-chan command) {
-	if !ok {
-		*cmds = nil
-		k.log.Warn("supervisor gone; stopping the child", "pgid", k.pgid)
-		k.send(k.g.orphaned(Now()))
-		return
-	}
-	k.apply(c)
-}
-
-func (k *keeper) reaped(ev reapEvent, ok bool, reaped *<-chan reapEvent) {
-	if !ok {
-		*reaped = nil
-	} else if ev.pid == k.pid {
-		k.send(k.g.exited(Now(), ev.status))
-	}
-}
-
-func (k *keeper) apply(c command) {
-	now := Now()
-	switch c.op {
-	case msgDeadline:
-		k.g.setDeadline(c.deadline)
-	case msgStop:
-		k.send(k.g.stop(now, c.sig, ReasonStopped))
-	case msgKill:
-		k.send(k.g.kill(ReasonStopped))
-	case msgSignal:
-		k.send([]syscall.Signal{c.sig})
-	}
-}
-
-func (k *keeper) fenceCheck() {
-	before := k.g.stopping
-	out := k.g.tick(Now())
-	if !before && k.g.stopping && k.g.reason == ReasonFenced {
-		k.log.Warn("fence: lease deadline near, stopping the child", "signal", signals.Name(k.g.killSignal))
-	}
-	k.send(out)
-}
-
-func (k *keeper) send(sigs []syscall.Signal) {
-	for _, s := range sigs {
-		if err := syscall.Kill(-k.pgid, s); err != nil && err != syscall.ESRCH {
-			k.log.Warn("cannot signal the child's group", "signal", signals.Name(s), "error", err)
-		}
-	}
-}
-
-// groupGone is true once no process is left in the child's group. Zombies
-// count as present until reaped, so "gone" means reaped.
-func (k *keeper) groupGone() bool {
-	return syscall.Kill(-k.pgid, 0) == syscall.ESRCH
-}
-
 type startResult struct {
-	pid  int
-	code int
-	err  error
+	pid       int
+	code      int
+	err       error
+	pastFence bool          // refused: the fence point had passed
+	late      time.Duration // by how much
 }
 
 type reapEvent struct {
@@ -274,6 +192,14 @@ func runChild(kc keeperConfig, tty bool, started chan<- startResult, reaped chan
 			Ctty:       0,
 		},
 	}
+	// The last moment before the fork: a child started past its fence point
+	// would run beside a successor that may already lead.
+	if kc.fence.Deadline != 0 {
+		if late := Now() - kc.fence.SignalAt(); late >= 0 {
+			started <- startResult{pastFence: true, late: late}
+			return
+		}
+	}
 	if err := cmd.Start(); err != nil {
 		started <- startResult{code: execFailureCode(err), err: err}
 		return
@@ -282,7 +208,7 @@ func runChild(kc keeperConfig, tty bool, started chan<- startResult, reaped chan
 	defer close(reaped)
 	for {
 		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		pid, err := syscall.Wait4(-1, &ws, unix.WALL, nil)
 		if err == syscall.EINTR {
 			continue
 		}

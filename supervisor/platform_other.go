@@ -29,3 +29,15 @@ func RunKeeper([]string) int {
 
 // Supported reports whether this platform keeps the promise: it does not.
 func Supported() error { return ErrUnsupported }
+
+func becomeSubreaper() {}
+
+var subreaperErr error
+
+type orphans struct{}
+
+func killOrphans(int) *orphans { return &orphans{} }
+
+func (*orphans) wait(time.Duration) int { return 0 }
+
+const orphanWait = 0

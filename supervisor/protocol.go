@@ -14,7 +14,8 @@ import (
 //
 //	supervisor -> keeper: "start NS [QUOTED-ENV...]" (standby keepers only, first)
 //	                      | "deadline NS" | "stop SIGNUM" | "kill" | "signal SIGNUM"
-//	keeper -> supervisor: "started PID" | "failed CODE MESSAGE" | "exit CODE REASON"
+//	keeper -> supervisor: "started PID" | "failed CODE MESSAGE" | "past-fence LATE_NS"
+//	                      | "exit CODE REASON"
 const (
 	msgStart    = "start"
 	msgDeadline = "deadline"
@@ -23,7 +24,9 @@ const (
 	msgSignal   = "signal"
 	msgStarted  = "started"
 	msgFailed   = "failed"
-	msgExit     = "exit"
+	// The keeper refused to start the child: the fence point had passed.
+	msgPastFence = "past-fence"
+	msgExit      = "exit"
 )
 
 // Reason says why the child's group ended.

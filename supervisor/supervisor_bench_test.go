@@ -81,3 +81,22 @@ func BenchmarkStandbyStartChild(b *testing.B) {
 		<-c.Done()
 	}
 }
+
+// BenchmarkStopChild is the keeper's share of a graceful handoff, from the
+// stop to the report (not timed: the start): the signal to the group, the
+// walk of the process tree, the child's exit, the wait for no child left.
+func BenchmarkStopChild(b *testing.B) {
+	spec := benchSpec(b)
+	spec.Path, spec.Argv = "/bin/sleep", []string{"sleep", "60"}
+	for b.Loop() {
+		b.StopTimer()
+		spec.Deadline = Now() + time.Minute
+		c, err := Start(spec, hclog.NewNullLogger())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		c.Stop(syscall.SIGTERM)
+		<-c.Done()
+	}
+}

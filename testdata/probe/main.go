@@ -1,18 +1,20 @@
 // Command probe is the child that etcdlead's tests run. It proves the
 // promise without timing: at start it takes a non-blocking exclusive flock on
-// a shared file and holds it until it dies (its grandchild shares the lock,
-// so an orphan keeps it held too). A second copy running at the same time
-// cannot get the lock and fails loudly. It reports readiness and every
+// a shared file and holds it until it dies (its grandchild and its escapees
+// share the lock, so an orphan keeps it held too). A second copy running at
+// the same time cannot get the lock and fails loudly. It reports readiness and every
 // signal as lines on stdout, and keeps a journal of starts and stops.
 package main
 
 import (
+	"bufio"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -24,6 +26,8 @@ func main() {
 	ignoreTerm := flag.Bool("ignore-term", false, "report SIGTERM and SIGINT but keep running")
 	exitCode := flag.Int("exit", -1, "exit with this code once ready")
 	grandchild := flag.Bool("grandchild", false, "start a grandchild that shares the lock and ignores SIGTERM")
+	escapees := flag.Bool("escapees", false, "start grandchildren outside the process group that share the lock and ignore SIGTERM: "+
+		"one in a new process group, one in a new session, one under timeout(1) if it is installed")
 	hold := flag.Bool("hold", false, "grandchild mode: print ready and wait for SIGKILL")
 	flag.Parse()
 
@@ -31,7 +35,7 @@ func main() {
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGQUIT, syscall.SIGWINCH)
 	if *hold {
-		fmt.Println("held")
+		fmt.Printf("held pid=%d\n", os.Getpid())
 		for range sigs {
 		}
 	}
@@ -51,7 +55,11 @@ func main() {
 	}
 	j.line("start id=%s rev=%s pid=%d", id, rev, os.Getpid())
 	if *grandchild {
-		startGrandchild(lockFile)
+		pid := startHolder(lockFile, exec.Command(self(), "-hold"))
+		fmt.Println("grandchild " + strconv.Itoa(pid))
+	}
+	if *escapees {
+		startEscapees(lockFile)
 	}
 	fmt.Printf("ready pid=%d id=%s rev=%s name=%s election=%s\n", os.Getpid(), id, rev, os.Getenv("ETCDLEAD_NAME"), os.Getenv("ETCDLEAD_ELECTION"))
 	if *exitCode >= 0 {
@@ -69,13 +77,36 @@ func main() {
 	}
 }
 
-func startGrandchild(lock *os.File) {
+func self() string {
 	self, err := os.Executable()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "probe:", err)
 		os.Exit(98)
 	}
-	cmd := exec.Command(self, "-hold")
+	return self
+}
+
+// startEscapees starts holders that leave the probe's process group, as
+// timeout(1), job-control shells and daemons do; each reports its pid on
+// stdout ("escapee KIND pid=N").
+func startEscapees(lock *os.File) {
+	pg := exec.Command(self(), "-hold")
+	pg.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	fmt.Printf("escapee pgid pid=%d\n", startHolder(lock, pg))
+	ss := exec.Command(self(), "-hold")
+	ss.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	fmt.Printf("escapee session pid=%d\n", startHolder(lock, ss))
+	if path, err := exec.LookPath("timeout"); err == nil {
+		to := exec.Command(path, "60", self(), "-hold")
+		holder := startHolder(lock, to)
+		fmt.Printf("escapee timeout pid=%d holder=%d\n", to.Process.Pid, holder)
+	}
+}
+
+// startHolder starts cmd, a holder (probe -hold, maybe under a wrapper)
+// that shares the lock, waits until it is ready, and returns its pid as it
+// reports it.
+func startHolder(lock *os.File, cmd *exec.Cmd) int {
 	cmd.Stderr = os.Stderr
 	if lock != nil {
 		cmd.ExtraFiles = []*os.File{lock}
@@ -88,12 +119,13 @@ func startGrandchild(lock *os.File) {
 		fmt.Fprintln(os.Stderr, "probe:", err)
 		os.Exit(98)
 	}
-	buf := make([]byte, 5)
-	if _, err := out.Read(buf); err != nil {
-		fmt.Fprintln(os.Stderr, "probe: grandchild:", err)
+	line, err := bufio.NewReader(out).ReadString('\n')
+	pid, perr := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "held pid=")))
+	if err != nil || perr != nil {
+		fmt.Fprintf(os.Stderr, "probe: holder said %q: %v\n", line, err)
 		os.Exit(98)
 	}
-	fmt.Println("grandchild " + strconv.Itoa(cmd.Process.Pid))
+	return pid
 }
 
 type journalFile struct{ f *os.File }

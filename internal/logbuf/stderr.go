@@ -1,0 +1,37 @@
+package logbuf
+
+import (
+	"bytes"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+var stderr = sync.OnceValue(func() *Writer { return New(os.Stderr, 0) })
+
+// Stderr is the process's one Writer on os.Stderr. Everything the process
+// logs goes through it, so one Flush at exit covers it all.
+func Stderr() *Writer { return stderr() }
+
+// Logger is an hclog.Logger with opts whose output is Stderr; the notice of
+// dropped lines takes the logger's format and name.
+func Logger(opts hclog.LoggerOptions) hclog.Logger { return logger(Stderr(), opts) }
+
+func logger(w *Writer, opts hclog.LoggerOptions) hclog.Logger {
+	notice := opts
+	notice.Mutex = nil // its own: it runs on the writer's goroutine
+	w.SetNotice(func(n int) []byte {
+		var b bytes.Buffer
+		notice.Output = &b
+		notice.Level = hclog.Warn
+		hclog.New(&notice).Warn("log lines dropped: stderr was blocked", "dropped", n)
+		return b.Bytes()
+	})
+	opts.Output = w
+	return hclog.New(&opts)
+}
+
+// Flush flushes Stderr for at most timeout: see Writer.Flush.
+func Flush(timeout time.Duration) bool { return Stderr().Flush(timeout) }

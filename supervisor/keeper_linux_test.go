@@ -1,0 +1,374 @@
+package supervisor
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
+)
+
+// The keeper's reach: a stderr that does not drain, descendants that leave
+// the child's group, keepers that die, a fence point already passed. The
+// helpers read /proc on their own, apart from the code under test.
+
+// The keeper is this test binary too (see TestMain): a test that forces the
+// parent-pid scan in the keeper sets this variable in its environment.
+func init() {
+	if os.Getenv("SUPERVISOR_TEST_STAT_SCAN") != "" {
+		procStatScan = true
+	}
+}
+
+// fullPipe returns a pipe filled until a write would block, with its write
+// end back in blocking mode, as a stalled log reader leaves stderr.
+func fullPipe(t *testing.T) (*os.File, *os.File) {
+	t.Helper()
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.SetNonblock(p[1], true); err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 4096)
+	for _, size := range []int{4096, 1} {
+		for {
+			if _, err := unix.Write(p[1], chunk[:size]); err != nil {
+				break
+			}
+		}
+	}
+	if err := unix.SetNonblock(p[1], false); err != nil {
+		t.Fatal(err)
+	}
+	return os.NewFile(uintptr(p[0]), "stderr-r"), os.NewFile(uintptr(p[1]), "stderr-w")
+}
+
+// drainer reads a pipe to its end, once, whoever asks first.
+type drainer struct {
+	once sync.Once
+	r    *os.File
+	buf  bytes.Buffer
+	done chan struct{}
+}
+
+func (d *drainer) start() {
+	d.once.Do(func() {
+		go func() {
+			_, _ = io.Copy(&d.buf, d.r)
+			d.r.Close()
+			close(d.done)
+		}()
+	})
+}
+
+// exitsBy waits until process pid has exited (a zombie counts), or until
+// boot-clock time at.
+func exitsBy(t *testing.T, pid int, at time.Duration) bool {
+	t.Helper()
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return true
+	}
+	if err != nil {
+		t.Fatalf("pidfd_open(%d): %v", pid, err)
+	}
+	defer unix.Close(fd)
+	ms := max(int((at-Now())/time.Millisecond), 0)
+	n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ms)
+	return err == nil && n == 1
+}
+
+// gone is true once pid has been reaped: no process, no zombie.
+func gone(pid int) bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) }
+
+// ppidOf reads a process's parent from /proc.
+func ppidOf(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ppid
+}
+
+// reapLeftovers SIGKILLs, when the test ends, processes a failing keeper
+// left behind; pidfds make sure a reused pid is never hit.
+func reapLeftovers(t *testing.T, pids ...int) {
+	for _, pid := range pids {
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue
+		}
+		t.Cleanup(func() {
+			_ = unix.PidfdSendSignal(fd, syscall.SIGKILL, nil, 0)
+			unix.Close(fd)
+		})
+	}
+}
+
+// holders waits for the helper's "ready" and the two "held pid=N" lines
+// of mode "escapees", in whatever order, and returns the holders' pids.
+func (s *started) holders(t *testing.T) []int {
+	t.Helper()
+	var pids []int
+	ready := false
+	timeout := time.After(20 * time.Second)
+	for !ready || len(pids) < 2 {
+		select {
+		case l, ok := <-s.lines:
+			if !ok {
+				t.Fatalf("output ended before the holders and ready (have %v)", pids)
+			}
+			if p, ok := strings.CutPrefix(l, "held pid="); ok {
+				pid, _ := strconv.Atoi(p)
+				pids = append(pids, pid)
+				reapLeftovers(t, pid)
+			}
+			ready = ready || l == "ready"
+		case <-timeout:
+			t.Fatalf("no holders and ready within the safety timeout (have %v)", pids)
+		}
+	}
+	return pids
+}
+
+func checkGone(t *testing.T, what string, pids ...int) {
+	t.Helper()
+	for _, pid := range pids {
+		if !gone(pid) {
+			t.Errorf("%s %d still exists after the keeper's report", what, pid)
+		}
+	}
+}
+
+// eachWalk runs f with the process tree read from the children files, then
+// from the parent-pid scan that stands in where those files are missing
+// (env goes to the keeper; this process, the supervisor, scans too).
+func eachWalk(t *testing.T, f func(t *testing.T, env []string)) {
+	t.Run("children-files", func(t *testing.T) { f(t, nil) })
+	t.Run("stat-scan", func(t *testing.T) {
+		procStatScan = true
+		t.Cleanup(func() { procStatScan = false })
+		f(t, []string{"SUPERVISOR_TEST_STAT_SCAN=1"})
+	})
+}
+
+// A stderr that nobody reads, full to the brim: the fence still stops the
+// child by its SIGKILL point, and the log line that says so arrives once
+// stderr is drained.
+func TestFenceNotHeldUpByBlockedStderr(t *testing.T) {
+	r, w := fullPipe(t)
+	d := &drainer{r: r, done: make(chan struct{})}
+	f := Fence{Deadline: Now() + 2*time.Second, KillTimeout: time.Second, Margin: 100 * time.Millisecond}
+	s := startHelper(t, "sleep", func(sp *Spec) {
+		sp.Stderr, sp.LogLevel = w, "info"
+		sp.Deadline, sp.KillTimeout, sp.FenceMargin = f.Deadline, f.KillTimeout, f.Margin
+	})
+	w.Close()
+	t.Cleanup(d.start) // a keeper stuck on stderr would never end otherwise
+	s.expect(t, "ready")
+	if !exitsBy(t, s.c.Pid(), f.KillAt()) {
+		t.Fatalf("child %d still runs at its SIGKILL point: the fence waits on a log write", s.c.Pid())
+	}
+	d.start()
+	if got := s.result(t); got != (Result{Code: 143, Reason: ReasonFenced}) {
+		t.Fatalf("got %+v, want 143 fenced", got)
+	}
+	select {
+	case <-d.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("stderr not closed within the safety timeout: the keeper lives on")
+	}
+	if out := d.buf.String(); !strings.Contains(out, "fence: lease deadline near") {
+		t.Fatalf("the fence's log line never came out; stderr ended with:\n%q", out[max(len(out)-2000, 0):])
+	}
+}
+
+// A stop reaches descendants in another process group and another session,
+// and the report comes only once they are gone.
+func TestStopReachesEveryDescendant(t *testing.T) {
+	eachWalk(t, func(t *testing.T, env []string) {
+		s := startHelper(t, "escapees", func(sp *Spec) { sp.Env = append(sp.Env, env...) })
+		holders := s.holders(t)
+		s.c.Stop(syscall.SIGTERM)
+		if got := s.result(t); got != (Result{Code: 143, Reason: ReasonStopped}) {
+			t.Fatalf("got %+v, want 143 stopped", got)
+		}
+		checkGone(t, "holder", holders...)
+	})
+}
+
+// timeout(1) puts itself in a process group of its own, and its command
+// with it.
+func TestStopReachesTimeoutAndItsCommand(t *testing.T) {
+	if _, err := exec.LookPath("timeout"); err != nil {
+		t.Skip("no timeout(1)")
+	}
+	s := startHelper(t, "", func(sp *Spec) {
+		sp.Path = "/bin/sh"
+		sp.Argv = []string{"sh", "-c", `timeout 60 sh -c 'echo sleep $$; exec sleep 60' & echo timeout $!; wait`}
+	})
+	tpid, _ := strconv.Atoi(strings.TrimPrefix(s.expect(t, "timeout "), "timeout "))
+	spid, _ := strconv.Atoi(strings.TrimPrefix(s.expect(t, "sleep "), "sleep "))
+	reapLeftovers(t, tpid, spid)
+	s.c.Stop(syscall.SIGTERM)
+	s.result(t)
+	checkGone(t, "timeout", tpid)
+	checkGone(t, "its sleep", spid)
+}
+
+// The fence, with no word from the supervisor, reaches them too.
+func TestFenceReachesEveryDescendant(t *testing.T) {
+	eachWalk(t, func(t *testing.T, env []string) {
+		s := startHelper(t, "escapees", func(sp *Spec) {
+			sp.Env = append(sp.Env, env...)
+			sp.Deadline = Now() + 2*time.Second
+		})
+		holders := s.holders(t)
+		if got := s.result(t); got != (Result{Code: 143, Reason: ReasonFenced}) {
+			t.Fatalf("got %+v, want 143 fenced", got)
+		}
+		checkGone(t, "holder", holders...)
+	})
+}
+
+// The supervisor's death (its pipe closes) reaches them too.
+func TestOrphanedStopReachesEveryDescendant(t *testing.T) {
+	eachWalk(t, func(t *testing.T, env []string) {
+		s := startHelper(t, "escapees", func(sp *Spec) { sp.Env = append(sp.Env, env...) })
+		holders := s.holders(t)
+		s.c.mu.Lock()
+		s.c.ctrl.Close()
+		s.c.ctrl = nil
+		s.c.mu.Unlock()
+		if got := s.result(t); got != (Result{Code: 143, Reason: ReasonOrphaned}) {
+			t.Fatalf("got %+v, want 143 orphaned", got)
+		}
+		checkGone(t, "holder", holders...)
+	})
+}
+
+// A keeper SIGKILLed while its child runs: the supervisor kills the group
+// and what the keeper left, and publishes the result only once they are
+// gone. No fence and a long kill timeout: nothing else would kill them.
+func TestKeeperKilledLeavesNoDescendant(t *testing.T) {
+	eachWalk(t, func(t *testing.T, env []string) {
+		s := startHelper(t, "escapees", func(sp *Spec) {
+			sp.Env = append(sp.Env, env...)
+			sp.KillTimeout = time.Hour
+		})
+		holders := s.holders(t)
+		keeper := ppidOf(t, s.c.Pid())
+		if err := syscall.Kill(keeper, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.result(t); got != (Result{Code: 137, Reason: ReasonKeeperLost}) {
+			t.Fatalf("got %+v, want 137 keeper-lost", got)
+		}
+		checkGone(t, "child", s.c.Pid())
+		checkGone(t, "holder", holders...)
+	})
+}
+
+func standbySpec(t *testing.T, script string) (Spec, *os.File) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); w.Close() })
+	return Spec{Path: "/bin/sh", Argv: []string{"sh", "-c", script}, Env: os.Environ(),
+		KillSignal: syscall.SIGTERM, KillTimeout: time.Second, FenceMargin: 100 * time.Millisecond,
+		LogLevel: "error", Stdout: w}, r
+}
+
+// A standby keeper that died before its term is replaced by a fresh one:
+// the term starts its child, with the term's variables.
+func TestStandbyKeeperKilledIsReplaced(t *testing.T) {
+	spec, out := standbySpec(t, "echo rev=$ETCDLEAD_REV")
+	p, err := Prepare(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := p.k.cmd.Process.Pid
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if !exitsBy(t, pid, Now()+20*time.Second) {
+		t.Fatal("standby keeper still runs after SIGKILL")
+	}
+	var logged bytes.Buffer
+	log := hclog.New(&hclog.LoggerOptions{Output: &logged, Level: hclog.Info})
+	c, err := p.Start(Now()+time.Minute, []string{"ETCDLEAD_REV=42"}, log)
+	spec.Stdout.Close()
+	if err != nil {
+		t.Fatalf("Start on a dead standby keeper: %v", err)
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("child not done within the safety timeout")
+	}
+	if got := c.Result(); got != (Result{Code: 0, Reason: ReasonExited}) {
+		t.Fatalf("result %+v", got)
+	}
+	if b, _ := io.ReadAll(out); string(b) != "rev=42\n" {
+		t.Fatalf("child printed %q, want rev=42", b)
+	}
+	if n := strings.Count(logged.String(), "starting the child under a fresh keeper"); n != 1 {
+		t.Fatalf("want one log line about the lost standby keeper, got:\n%s", logged.String())
+	}
+}
+
+// A deadline still ahead, but its fence point passed: the keeper refuses
+// to start the child, on the fresh and on the standby path, and is gone
+// when Start returns (its stdout, shared with a child, is at its end).
+func TestPastFenceRefused(t *testing.T) {
+	for _, standby := range []bool{false, true} {
+		t.Run("standby="+strconv.FormatBool(standby), func(t *testing.T) {
+			spec, out := standbySpec(t, "echo started")
+			deadline := Now() + spec.KillTimeout/2
+			var c *Child
+			var err error
+			if standby {
+				var p *Pending
+				if p, err = Prepare(spec); err != nil {
+					t.Fatal(err)
+				}
+				c, err = p.Start(deadline, nil, hclog.NewNullLogger())
+			} else {
+				spec.Deadline = deadline
+				c, err = Start(spec, hclog.NewNullLogger())
+			}
+			spec.Stdout.Close()
+			if c != nil {
+				c.Kill()
+				select {
+				case <-c.Done():
+				case <-time.After(20 * time.Second):
+				}
+			}
+			if !errors.Is(err, ErrPastFence) {
+				t.Fatalf("Start past the fence point: child %v, error %v; want ErrPastFence", c != nil, err)
+			}
+			if b, _ := io.ReadAll(out); len(b) != 0 {
+				t.Fatalf("a child ran: it printed %q", b)
+			}
+		})
+	}
+}

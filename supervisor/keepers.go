@@ -1,0 +1,41 @@
+package supervisor
+
+import "sync"
+
+// keepers are this process's live keeper processes. When a keeper dies, its
+// orphans become this process's children beside the other keepers, and the
+// keepers are the ones to leave alone: exec.Cmd waits on them.
+var keepers = struct {
+	sync.Mutex
+	procs map[int]*keeperProc
+}{procs: make(map[int]*keeperProc)}
+
+// start starts the keeper process and registers it in one step, so that no
+// look for orphans takes it for one.
+func (k *keeperProc) start() error {
+	keepers.Lock()
+	defer keepers.Unlock()
+	if err := k.cmd.Start(); err != nil {
+		return err
+	}
+	keepers.procs[k.cmd.Process.Pid] = k
+	return nil
+}
+
+// wait waits for the keeper process and unregisters it.
+func (k *keeperProc) wait() error {
+	err := k.cmd.Wait()
+	keepers.Lock()
+	defer keepers.Unlock()
+	// Its pid may be a new keeper's already.
+	if keepers.procs[k.cmd.Process.Pid] == k {
+		delete(keepers.procs, k.cmd.Process.Pid)
+	}
+	return err
+}
+
+// isKeeper is called with keepers locked.
+func isKeeper(pid int) bool {
+	_, ok := keepers.procs[pid]
+	return ok
+}

@@ -1,0 +1,263 @@
+package supervisor
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// procfs reads the process tree from /proc. Where the kernel has no
+// /proc/PID/task/TID/children files (built without CONFIG_PROC_CHILDREN), it
+// scans the parent pid of every process instead: slower, same answer.
+type procfs struct {
+	root string
+	scan bool
+}
+
+// procStatScan makes every walk use the parent-pid scan; tests set it to
+// exercise the fallback on kernels that have the children files.
+var procStatScan = false
+
+func hostProcfs() procfs {
+	self := os.Getpid()
+	_, err := os.Stat(fmt.Sprintf("/proc/%d/task/%d/children", self, self))
+	return procfs{root: "/proc", scan: procStatScan || err != nil}
+}
+
+type procStat struct{ ppid, pgrp int }
+
+// parseStat reads the parent pid and process group from /proc/PID/stat. The
+// command name in parentheses may hold spaces and ')', so the fields are
+// counted from the last ')'.
+func parseStat(b []byte) (procStat, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return procStat{}, errors.New("stat: no command name")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 3 {
+		return procStat{}, errors.New("stat: too few fields")
+	}
+	ppid, err1 := strconv.Atoi(f[1])
+	pgrp, err2 := strconv.Atoi(f[2])
+	if err1 != nil || err2 != nil {
+		return procStat{}, errors.New("stat: malformed")
+	}
+	return procStat{ppid: ppid, pgrp: pgrp}, nil
+}
+
+func (p procfs) stat(pid int) (procStat, error) {
+	b, err := os.ReadFile(p.root + "/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, err
+	}
+	return parseStat(b)
+}
+
+// lister returns the children of a pid as one walk sees them. A process
+// that is gone has none (its children were re-parented, and a later walk
+// finds them there).
+func (p procfs) lister() func(pid int) []int {
+	if !p.scan {
+		return p.childrenFiles
+	}
+	byParent := p.scanParents()
+	return func(pid int) []int { return byParent[pid] }
+}
+
+// childrenFiles reads the children of every thread: a child belongs to the
+// thread that forked it, and an orphan to whichever thread of its
+// subreaper the kernel picked.
+func (p procfs) childrenFiles(pid int) []int {
+	dir := p.root + "/" + strconv.Itoa(pid) + "/task"
+	tasks, err := readNames(dir)
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, tid := range tasks {
+		b, err := os.ReadFile(dir + "/" + tid + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+func (p procfs) scanParents() map[int][]int {
+	names, err := readNames(p.root)
+	byParent := make(map[int][]int)
+	if err != nil {
+		return byParent
+	}
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		if st, err := p.stat(pid); err == nil {
+			byParent[st.ppid] = append(byParent[st.ppid], pid)
+		}
+	}
+	return byParent
+}
+
+// readNames lists a directory without sorting or stat'ing its entries.
+func readNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
+// maxWalks bounds one sweep: a tree that forks faster than it can be walked
+// would otherwise hold the keeper in the walk, away from its fence timer.
+// What a sweep misses, the next one finds (the keeper sweeps again on every
+// reap and tick once SIGKILL went out).
+const maxWalks = 32
+
+// A sweep sends one signal, once, to every process below root, whatever its
+// group or session. Processes are held by pidfd from the moment they are
+// found, so a pid that dies and is reused meanwhile is never signalled, and a
+// process already signalled is not signalled twice (a second SIGTERM means
+// "quit now" to many programs).
+type sweep struct {
+	fs   procfs
+	root int
+	sig  syscall.Signal
+	// group got sig from kill(-group) already; its members are skipped
+	// unless sig is SIGKILL. 0: none.
+	group int
+	// exclude names children of root that are left alone with all below
+	// them.
+	exclude func(pid int) bool
+	seen    map[int]int // pid -> pidfd, or -1 where the kernel has no pidfds
+}
+
+func newSweep(root int, sig syscall.Signal, group int) *sweep {
+	return &sweep{fs: hostProcfs(), root: root, sig: sig, group: group, seen: make(map[int]int)}
+}
+
+// run walks until a walk finds nothing new, at most maxWalks times. It
+// returns the first error other than ESRCH (a process may lack the
+// permission to signal a setuid descendant).
+func (s *sweep) run() error {
+	var first error
+	for range maxWalks {
+		fresh, err := s.walk()
+		if first == nil {
+			first = err
+		}
+		if fresh == 0 {
+			break
+		}
+	}
+	return first
+}
+
+// walk goes down from root breadth-first and deals with each process it has
+// not seen: it checks that the process is the child of the parent it was
+// listed under, then signals it. fresh counts those, and those re-parented
+// while it read (the next walk finds them at their new place).
+func (s *sweep) walk() (fresh int, first error) {
+	children := s.fs.lister()
+	type node struct{ pid, fd int }
+	queue := []node{{s.root, -1}}
+	for len(queue) > 0 {
+		parent := queue[0]
+		queue = queue[1:]
+		for _, pid := range children(parent.pid) {
+			if parent.pid == s.root && s.exclude != nil && s.exclude(pid) {
+				continue
+			}
+			if fd, ok := s.seen[pid]; ok && pidfdAlive(fd) {
+				queue = append(queue, node{pid, fd})
+				continue
+			}
+			fd, st, err := s.claim(pid, parent.pid, parent.fd)
+			if errors.Is(err, errMoved) {
+				fresh++
+			}
+			if err != nil {
+				continue
+			}
+			if old, ok := s.seen[pid]; ok && old >= 0 {
+				unix.Close(old)
+			}
+			s.seen[pid] = fd
+			fresh++
+			if s.sig == syscall.SIGKILL || s.group == 0 || st.pgrp != s.group {
+				if err := pidfdSignal(fd, pid, s.sig); err != nil && !errors.Is(err, unix.ESRCH) && first == nil {
+					first = fmt.Errorf("signal %d: %w", pid, err)
+				}
+			}
+			queue = append(queue, node{pid, fd})
+		}
+	}
+	return fresh, first
+}
+
+// errMoved is a process listed under one parent and found under another.
+var errMoved = errors.New("re-parented")
+
+// claim opens a pidfd on pid and confirms it is the child of parent (held by
+// parentFD): a pid read from /proc may have died and been reused since.
+// Confirmed in this order, the pidfd, then the parent in /proc, then the
+// parent still alive, the pidfd holds the very process that was listed.
+func (s *sweep) claim(pid, parent, parentFD int) (int, procStat, error) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return -1, procStat{}, err
+	}
+	if err != nil {
+		fd = -1 // no pidfds (before Linux 5.3), or no descriptor left: by pid
+	}
+	st, err := s.fs.stat(pid)
+	switch {
+	case err != nil:
+	case st.ppid != parent || !pidfdAlive(parentFD):
+		err = errMoved
+	default:
+		return fd, st, nil
+	}
+	if fd >= 0 {
+		unix.Close(fd)
+	}
+	return -1, procStat{}, err
+}
+
+// close releases the pidfds.
+func (s *sweep) close() {
+	for _, fd := range s.seen {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+	s.seen = nil
+}
+
+// pidfdAlive: the process has not been reaped (a zombie still holds its
+// pid). Without a pidfd there is no telling, and the pid is trusted.
+func pidfdAlive(fd int) bool {
+	return fd < 0 || unix.PidfdSendSignal(fd, 0, nil, 0) == nil
+}
+
+func pidfdSignal(fd, pid int, sig syscall.Signal) error {
+	if fd < 0 {
+		return unix.Kill(pid, sig)
+	}
+	return unix.PidfdSendSignal(fd, sig, nil, 0)
+}
