@@ -37,11 +37,20 @@ func (r *runner) lead(term *campaign.Term) termEnd {
 	r.mon.elected(term.Key, term.Rev, int64(term.Lease))
 	child, err := r.startChild(term)
 	if err != nil {
-		r.mon.termEnded("start-failed")
 		var execErr *supervisor.ExecError
-		if errors.As(err, &execErr) {
+		switch {
+		case errors.Is(err, supervisor.ErrPastFence):
+			// Frozen or delayed between the confirmation and the fork: the
+			// lease may end before the child could be stopped in order.
+			// No child ran, so the term is lost, not failed.
+			r.mon.termEnded("past-fence")
+			r.log.Warn("term lost before the child started; campaigning again", "error", err)
+			return again
+		case errors.As(err, &execErr):
+			r.mon.termEnded("start-failed")
 			return exitWith(withCode(execErr.Code, execErr))
 		}
+		r.mon.termEnded("start-failed")
 		return exitWith(failf("%v", err))
 	}
 	elected := time.Now()
@@ -155,7 +164,7 @@ func (r *runner) afterChild(res supervisor.Result, st termState) termEnd {
 		return again
 	case res.Reason == supervisor.ReasonKeeperLost:
 		r.mon.termEnded("keeper-lost")
-		return exitWith(failf("the keeper process died; the child's group was killed"))
+		return exitWith(failf("the keeper process died; the child and every process it left were killed"))
 	}
 	r.mon.termEnded("exited")
 	if r.rc.restart == "always" || (r.rc.restart == "on-failure" && res.Code != 0) {

@@ -1,0 +1,126 @@
+package main
+
+// breaks are the one-line breaks of safety-relevant code, each with the
+// tests that must fail when it is applied. An anchor that no longer
+// matches the code stops the run, so the list cannot rot silently.
+var breaks = []breakage{
+	{
+		name: "stop on lost leadership", file: "lead.go",
+		why: "the supervisor no longer stops its child when its term is lost; only the fence would",
+		old: "\t\t\t\tchild.Stop(r.rc.killSignal)\n\t\t\t\tst.lost = err",
+		new: "\t\t\t\tst.lost = err",
+		pkg: ".", tests: "^(TestRevokedLeaseStopsOldChildPromptly|TestDeletedKeyStopsOldChildFirst|TestOnceExits76WhenLeadershipLost|TestStatusAndResign|TestResignWithNewcomerArriving)$",
+	},
+	{
+		name: "revoke before the child is gone", file: "lead.go",
+		why: "the lease is revoked as soon as leadership is lost, before the child's processes are gone",
+		old: "\t\t\t\tchild.Stop(r.rc.killSignal)\n\t\t\t\tst.lost = err",
+		new: "\t\t\t\tterm.Revoke()\n\t\t\t\tchild.Stop(r.rc.killSignal)\n\t\t\t\tst.lost = err",
+		pkg: ".", tests: "^(TestDeletedKeyStopsOldChildFirst|TestNewcomerAfterKeyDeleteWaitsForOldLease)$",
+	},
+	{
+		name: "hold-at-least", file: "lead.go",
+		why: "a cron leader gives up leadership as soon as its job ends",
+		old: "\t\t\t\tr.holdRest(held, &holding, elected)\n",
+		new: "",
+		pkg: ".", tests: "^TestHoldAtLeastKeepsLateCopyOut$",
+	},
+	{
+		name: "barrier: older sentinels", file: "campaign/barrier.go",
+		why: "the start read ignores older terms' sentinels: only queue keys are waited for",
+		old: "\tv.s, v.terms = nearest(l.ValidSentinel, sentinels)",
+		new: "\tv.s, v.terms = nil, 0",
+		pkg: ".", tests: "^(TestNewcomerAfterKeyDeleteWaitsForOldLease|TestNewcomerBehindLeaverWaitsForFrozenLease)$",
+	},
+	{
+		name: "barrier: older sentinels (campaign)", file: "campaign/barrier.go",
+		why: "the same, at the campaign package's own level",
+		old: "\tv.s, v.terms = nearest(l.ValidSentinel, sentinels)",
+		new: "\tv.s, v.terms = nil, 0",
+		pkg: "./campaign", tests: "^TestCampaign$",
+	},
+	{
+		name: "barrier: leases seen going", file: "campaign/barrier.go",
+		why: "a lease whose keys were deleted by hand is not waited out",
+		old: "\treturn t.barrier(ctx, pending)\n",
+		new: "\treturn t.barrier(ctx, nil)\n",
+		pkg: "./campaign", tests: "^TestCampaign$",
+	},
+	{
+		name: "barrier: read past foreign keys", file: "campaign/barrier.go",
+		why: "a page of foreign keys hides the older term behind it",
+		old: "\t\t\tif q.More && v.queued < 2 {",
+		new: "\t\t\tif false && q.More && v.queued < 2 {",
+		pkg: "./campaign", tests: "^TestCampaign$",
+	},
+	{
+		name: "valid keys only", file: "campaign/keys.go",
+		why: "any key under the prefixes counts as a term's",
+		old: "\treturn name == leaseHex(clientv3.LeaseID(kv.Lease))",
+		new: "\treturn name != \"\"",
+		pkg: ".", tests: "^(TestForeignKeysNeitherVouchNorBlock|TestLeaselessKeyBlocksNothing|TestNestedElectionIsNotACandidate)$",
+	},
+	{
+		name: "own-key watch", file: "campaign/guard.go",
+		why: "the guard's watch ignores a deleted own key; only the re-read every T/3 would notice",
+		old: "\t\tt.c.log.Warn(\"key deleted\", \"key\", key, \"rev\", ev.Kv.ModRevision)\n\t\treturn ErrKeyDeleted",
+		new: "\t\tt.c.log.Warn(\"key deleted\", \"key\", key, \"rev\", ev.Kv.ModRevision)\n\t\treturn nil",
+		pkg: "./campaign", tests: "^TestCampaign$",
+	},
+	{
+		name: "resign watched from creation", file: "campaign/guard.go",
+		why: "the guard does not watch the resign key; only the re-read every T/3 would notice",
+		old: "\tkeys := []string{t.Key, t.Sentinel, t.c.cfg.Layout.ResignKey()}",
+		new: "\tkeys := []string{t.Key, t.Sentinel}",
+		pkg: "./campaign", tests: "^TestCampaign$",
+	},
+	{
+		name: "keeper: supervisor's death", file: "supervisor/keeperloop_linux.go",
+		why: "the keeper ignores its supervisor's death; only the fence would stop the child",
+		old: "\t\tk.stopTree(k.g.orphaned(Now()))\n",
+		new: "",
+		pkg: ".", tests: "^TestKill9OfSupervisorStopsChildAndGrandchild$",
+	},
+	{
+		name: "keeper: the fence", file: "supervisor/keeperstate.go",
+		why: "the fence never fires",
+		old: "\tsig, kill := s.fence.Due(now)",
+		new: "\tsig, kill := false, false",
+		pkg: ".", tests: "^(TestFrozenSupervisorIsFenced|TestPartitionedLeaderIsFencedBeforeSuccessorStarts)$",
+	},
+	{
+		name: "keeper: fence-point check at start", file: "supervisor/keeper_linux.go",
+		why: "the keeper starts a child past its fence point",
+		old: "\t\tif late := Now() - kc.fence.SignalAt(); late >= 0 {",
+		new: "\t\tif late := Now() - kc.fence.SignalAt(); false && late >= 0 {",
+		pkg: "./supervisor", tests: "^TestPastFenceRefused$",
+	},
+	{
+		name: "keeper: every descendant", file: "supervisor/keeperloop_linux.go",
+		why: "stops reach the child's process group only, not descendants in other groups or sessions",
+		old: "\t\tif err := sw.run(); err != nil {\n\t\t\terrs = append(errs",
+		new: "\t\tif err := error(nil); err != nil {\n\t\t\terrs = append(errs",
+		pkg: ".", tests: "^TestEscapeesGoneBeforeSuccessorStarts$",
+	},
+	{
+		name: "keeper: report after ECHILD", file: "supervisor/keeperloop_linux.go",
+		why: "the keeper reports the end once its direct child is reaped, with descendants still running",
+		old: "\t\t\tk.reaped(ev)\n",
+		new: "\t\t\tk.reaped(ev)\n\t\t\tif ev.pid == k.pid {\n\t\t\t\treturn\n\t\t\t}\n",
+		pkg: "./supervisor", tests: "^(TestStopReachesEveryDescendant|TestStopReachesTimeoutAndItsCommand)$",
+	},
+	{
+		name: "supervisor: keeper's death", file: "supervisor/child.go",
+		why: "after a keeper dies, the supervisor publishes at once, without killing what the keeper left",
+		old: "\to := killOrphans(c.pid)\n",
+		new: "\tif true {\n\t\tc.publish(Result{Code: 137, Reason: ReasonKeeperLost})\n\t\treturn\n\t}\n\to := killOrphans(c.pid)\n",
+		pkg: ".", tests: "^TestKeeperKilledNoDescendantOutlivesRevoke$",
+	},
+	{
+		name: "fence not held up by a log write", file: "supervisor/keeperloop_linux.go",
+		why: "the keeper logs synchronously to the inherited stderr before it signals at the fence",
+		old: "\tout := k.g.tick(Now())\n\tk.stopTree(out)",
+		new: "\tout := k.g.tick(Now())\n\tif len(out) > 0 {\n\t\tfmt.Fprintln(os.Stderr, \"fence\")\n\t}\n\tk.stopTree(out)",
+		pkg: "./supervisor", tests: "^TestFenceNotHeldUpByBlockedStderr$",
+	},
+}
