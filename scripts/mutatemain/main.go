@@ -78,7 +78,7 @@ func mutate(pattern string, list, baseline bool, timeout time.Duration) error {
 			result = "**not caught**"
 			missed = append(missed, b.name)
 		}
-		fmt.Printf("| %s | `%s` in `%s` | %s | %s |\n", b.name, b.tests, b.pkg, result, took.Round(time.Second))
+		fmt.Printf("| %s | `%s` in `%s` | %s | %s |\n", b.name, strings.ReplaceAll(b.tests, "|", `\|`), b.pkg, result, took.Round(time.Second))
 	}
 	if len(missed) > 0 {
 		return fmt.Errorf("%d break(s) not caught by any test: %s", len(missed), strings.Join(missed, ", "))
