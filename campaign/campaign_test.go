@@ -94,17 +94,24 @@ func (f *fixture) await(ch <-chan result) *campaign.Term {
 	return nil
 }
 
-// waiting starts a candidate and returns once its keys are in etcd.
+// waiting starts a candidate and returns once its keys are in etcd: once
+// more than ahead valid sentinels are.
 func (f *fixture) waiting(ctx context.Context, ahead int) <-chan result {
 	f.t.Helper()
 	ch := f.start(ctx)
 	deadline := time.Now().Add(safety)
 	for {
-		resp, err := f.cli.Get(ctx, f.l.SentinelPrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		resp, err := f.cli.Get(ctx, f.l.SentinelPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 		if err != nil {
 			f.t.Fatal(err)
 		}
-		if resp.Count > int64(ahead) {
+		valid := 0
+		for _, kv := range resp.Kvs {
+			if f.l.ValidSentinel(kv) {
+				valid++
+			}
+		}
+		if valid > ahead {
 			return ch
 		}
 		if time.Now().After(deadline) {
@@ -274,41 +281,56 @@ func TestCampaign(t *testing.T) {
 	})
 
 	// Foreign keys between two terms fill the start read's first page; the
-	// read goes on past them and still finds the older term.
-	t.Run("foreign-keys-paged-past", func(t *testing.T) {
-		f := newFixture(t, cli)
-		a := f.lead()
-		xctx, xcancel := context.WithCancel(ctx)
-		x := f.waiting(xctx, 1)
-		for i := range 12 {
-			if _, err := cli.Put(ctx, fmt.Sprintf("%s%x", f.l.QueuePrefix(), 0x1000+i), "forged"); err != nil {
+	// read goes on past them and still finds the older term, by its queue
+	// key (its sentinel deleted by hand) or by its sentinel (its queue key
+	// deleted by hand).
+	for _, c := range []struct {
+		name     string
+		sentinel bool // forge sentinels (and delete A's queue key), or queue keys
+	}{
+		{"foreign-queue-keys-paged-past", false},
+		{"foreign-sentinels-paged-past", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, cli)
+			a := f.lead()
+			xctx, xcancel := context.WithCancel(ctx)
+			x := f.waiting(xctx, 1)
+			prefix, gone := f.l.QueuePrefix(), a.Sentinel
+			if c.sentinel {
+				prefix, gone = f.l.SentinelPrefix(), a.Key
+			}
+			for i := range 12 {
+				if _, err := cli.Put(ctx, fmt.Sprintf("%sz%d", prefix, i), "forged"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			b := f.waiting(ctx, 2)
+			bKey := newest(t, cli, f.l)
+			// A keeps its lease; one of its keys goes by hand.
+			if _, err := cli.Delete(ctx, gone); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := cli.Put(ctx, fmt.Sprintf("%sz%d", f.l.SentinelPrefix(), i), "forged"); err != nil {
-				t.Fatal(err)
+			// X leaves: B wakes up, and its look must read past the forged
+			// keys to find A's other key, which makes B next in line.
+			xcancel()
+			if r := <-x; !errors.Is(r.err, campaign.ErrNotLeader) {
+				t.Fatalf("X's campaign = %v, want ErrNotLeader", r.err)
 			}
-		}
-		b := f.waiting(ctx, 14)
-		bKey := newest(t, cli, f.l)
-		// X leaves: B wakes up, and its look must read past the forged
-		// keys to find A, which makes B next in line.
-		xcancel()
-		if r := <-x; !errors.Is(r.err, campaign.ErrNotLeader) {
-			t.Fatalf("X's campaign = %v, want ErrNotLeader", r.err)
-		}
-		for key := ""; key != bKey; {
-			select {
-			case key = <-f.front:
-			case r := <-b:
-				t.Fatalf("B stopped waiting while A leads (err %v)", r.err)
-			case <-time.After(safety):
-				t.Fatal("B did not become next in line")
+			for key := ""; key != bKey; {
+				select {
+				case key = <-f.front:
+				case r := <-b:
+					t.Fatalf("B stopped waiting while A's lease lives (err %v)", r.err)
+				case <-time.After(safety):
+					t.Fatal("B did not become next in line")
+				}
 			}
-		}
-		still(t, b, "A leads behind forged keys")
-		a.Revoke()
-		f.await(b)
-	})
+			still(t, b, "A's lease lives behind forged keys")
+			a.Revoke()
+			f.await(b)
+		})
+	}
 
 	// A resign request reaches a candidate that still waits.
 	t.Run("resign-while-waiting", func(t *testing.T) {

@@ -60,6 +60,14 @@ func mutate(pattern string, list, baseline bool, timeout time.Duration) error {
 			return err
 		}
 	}
+	// One snapshot of the checkout for the whole run, so that edits made
+	// while it runs reach no break.
+	snap, err := snapshot(root)
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(snap)
+	root = snap
 	if baseline {
 		if err := runBaseline(root, chosen, timeout); err != nil {
 			return err
@@ -193,9 +201,32 @@ func goCmd(dir string, timeout time.Duration, args ...string) (string, error) {
 	return string(out), err
 }
 
-// scratch copies the checkout's files (tracked and untracked, not ignored)
-// into a new directory.
-func scratch(root string) (string, error) {
+// scratch copies the snapshot into a new directory.
+func scratch(snap string) (string, error) {
+	dir, err := os.MkdirTemp("", "etcdlead-mutate-")
+	if err != nil {
+		return "", err
+	}
+	err = filepath.WalkDir(snap, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(snap, path)
+		if err != nil {
+			return err
+		}
+		return copyFile(path, filepath.Join(dir, rel))
+	})
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return dir, nil
+}
+
+// snapshot copies the checkout's files (tracked and untracked, not
+// ignored) into a new directory.
+func snapshot(root string) (string, error) {
 	out, err := exec.Command("git", "-C", root, "ls-files", "-co", "--exclude-standard", "-z").Output()
 	if err != nil {
 		return "", fmt.Errorf("git ls-files: %w", err)
