@@ -60,13 +60,42 @@ type lines struct {
 	at      []time.Time // when each line arrived
 	changed chan struct{}
 	closed  bool
+	gate    chan struct{} // closed while the stream is read
+}
+
+// open waits until the stream may be read: a paused reader leaves the
+// writer's pipe to fill up, as a hung log shipper would.
+func (l *lines) open() bool {
+	l.mu.Lock()
+	g := l.gate
+	l.mu.Unlock()
+	<-g
+	return true
+}
+
+// pause stops reading the stream after the line being read; resume goes on.
+func (l *lines) pause() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.gate = make(chan struct{})
+}
+
+func (l *lines) resume() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-l.gate:
+	default:
+		close(l.gate)
+	}
 }
 
 func newLines(r io.Reader) *lines {
-	l := &lines{changed: make(chan struct{})}
+	l := &lines{changed: make(chan struct{}), gate: make(chan struct{})}
+	close(l.gate)
 	go func() {
 		sc := bufio.NewScanner(r)
-		for sc.Scan() {
+		for l.open() && sc.Scan() {
 			l.add(sc.Text(), false)
 		}
 		l.add("", true)
