@@ -54,6 +54,7 @@ func TestNewcomerAfterKeyDeleteWaitsForOldLease(t *testing.T) {
 // only in the queue. When c2 leaves, c3 must still wait for c1's lease,
 // whose keeper runs c1's child until c1's fence.
 func TestNewcomerBehindLeaverWaitsForFrozenLease(t *testing.T) {
+	t.Parallel() // it mostly waits: for a lease to end, a freeze, a --wait
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	cli := cluster.Client(t)
 	e := newEnv(t, cluster.Endpoints())
@@ -228,6 +229,7 @@ func TestTimeoutDuringLostLeadershipStopExits76(t *testing.T) {
 // --wait ending while etcd is cut off after this candidate queued: the last
 // request failed to reach etcd, so it is 125 (etcd unreachable), not 75.
 func TestWaitEndingInOutageAfterQueueingIs125(t *testing.T) {
+	t.Parallel() // it mostly waits: for a lease to end, a freeze, a --wait
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	c1 := e.start("c1", slow, e.probe())

@@ -89,6 +89,7 @@ func TestPartitionedLeaderIsFencedBeforeSuccessorStarts(t *testing.T) {
 // A frozen supervisor cannot keep its child alive: the keeper fences on
 // its own clock. After SIGCONT the supervisor campaigns again.
 func TestFrozenSupervisorIsFenced(t *testing.T) {
+	t.Parallel() // it mostly waits: for a lease to end, a freeze, a --wait
 	_, e, _, c1, c2 := leaderPair(t, fast)
 	c1.signal(t, syscall.SIGSTOP)
 	frozen := time.Now()
@@ -155,6 +156,7 @@ func TestRevokedLeaseStopsOldChildPromptly(t *testing.T) {
 // fence stops the child while the lease still exists in etcd, and a leader
 // follows once etcd is back.
 func TestEtcdOutageShortThenLong(t *testing.T) {
+	t.Parallel() // it mostly waits: for a lease to end, a freeze, a --wait
 	cluster, e, p, c1, c2 := leaderPair(t, slow, "-ignore-term")
 	_, before := c1.log.waitFor(t, "c1", "renewed", 0)
 	p.Blackhole()

@@ -23,8 +23,9 @@ import (
 const safety = 60 * time.Second
 
 // binDir holds the etcdlead binary and the probe child, built once per test
-// run, as a user would build them (no race detector: etcd, the supervisors and
-// their keepers share two cores).
+// run. etcdlead is built with the race detector when the tests are (go test
+// -race), so that the concurrent core (the campaign's renewals, watches and
+// waits, the keeper, the monitor) runs under it end to end too.
 var binDir string
 
 func TestMain(m *testing.M) {
@@ -39,7 +40,11 @@ func testMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	for out, pkg := range map[string]string{"etcdlead": ".", "probe": "./testdata/probe"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg)
+		args := []string{"build", "-o", filepath.Join(dir, out)}
+		if raceEnabled && out == "etcdlead" {
+			args = append(args, "-race")
+		}
+		cmd := exec.Command("go", append(args, pkg)...)
 		cmd.Stderr = os.Stderr
 		if err := cmd.Run(); err != nil {
 			fmt.Fprintf(os.Stderr, "build %s: %v\n", pkg, err)
@@ -302,6 +307,9 @@ func (e *env) start(name string, flags []string, command []string, extraEnv ...s
 		default:
 			_ = cmd.Process.Signal(syscall.SIGKILL)
 			<-c.done
+		}
+		if _, ok := c.log.find("WARNING: DATA RACE"); ok {
+			e.t.Errorf("%s: the race detector found a data race in etcdlead", name)
 		}
 		if e.t.Failed() {
 			e.t.Logf("%s stdout:\n%s\n%s stderr:\n%s", name, c.out, name, c.log)

@@ -26,6 +26,9 @@ func (e *env) etcdleadCmd(args ...string) (string, string, int) {
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
+	if strings.Contains(errb.String(), "WARNING: DATA RACE") {
+		e.t.Errorf("etcdlead %v: the race detector found a data race:\n%s", args, errb.String())
+	}
 	code := 0
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
@@ -123,6 +126,7 @@ func TestResignWithNewcomerArriving(t *testing.T) {
 // --timeout; the successor still waits for its lease, which the frozen
 // leader's keeper outlives only after killing the child.
 func TestResignForce(t *testing.T) {
+	t.Parallel() // it mostly waits: for a lease to end, a freeze, a --wait
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	c1 := e.start("c1", slow, e.probe())

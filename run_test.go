@@ -145,6 +145,7 @@ func TestChildIgnoringTermIsKilledAfterKillTimeout(t *testing.T) {
 // the keeper's own reaction to its supervisor's death, not the fence, can
 // have them gone before the fence point.
 func TestKill9OfSupervisorStopsChildAndGrandchild(t *testing.T) {
+	t.Parallel() // it mostly waits: for a lease to end, a freeze, a --wait
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	script := strings.Join(e.probe("-grandchild"), " ") + "; echo after"
@@ -230,6 +231,7 @@ func TestNestedRunDoesNotInheritElection(t *testing.T) {
 // --wait bounds the campaign: with another leader, exit with
 // --conflict-exit-code (75 by default); with etcd unreachable, 125.
 func TestWaitEnds(t *testing.T) {
+	t.Parallel() // it mostly waits: for a lease to end, a freeze, a --wait
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	leader := e.start("leader", fast, e.probe())

@@ -39,6 +39,9 @@ func runEtcdlead(t *testing.T, extraEnv []string, args ...string) outcome {
 	err := cmd.Wait()
 	timer.Stop()
 	o := outcome{stdout: out.String(), stderr: errb.String(), took: time.Since(start)}
+	if strings.Contains(o.stderr, "WARNING: DATA RACE") {
+		t.Errorf("etcdlead %v: the race detector found a data race:\n%s", args, o.stderr)
+	}
 	var ee *exec.ExitError
 	switch {
 	case errors.As(err, &ee):

@@ -47,7 +47,7 @@ func blackhole(t *testing.T) string {
 // plain text and over TLS (where the handshake never ends): retried, each
 // attempt bounded by --dial-timeout, until --wait ends; then 125.
 func TestUnreachableRetriedUntilWaitEnds(t *testing.T) {
-	t.Parallel()
+	t.Parallel() // it mostly waits: for a lease to end, a freeze, a --wait
 	const dial, wait = 500 * time.Millisecond, 2500 * time.Millisecond
 	ca := testcert.NewAuthority(t, "ca").WriteCA(t, t.TempDir(), "ca.pem")
 	bh := blackhole(t)
