@@ -111,3 +111,40 @@ func TestHugeArgumentList(t *testing.T) {
 	}
 	nothingLeft(t, cluster.Client(t), "")
 }
+
+// Failures that come after etcdlead wrote to etcd (a lease granted, keys
+// put): each still ends with nothing of its own left. Without these,
+// "nothing left" above could not fail, as every case there is refused
+// before etcd is touched.
+func TestFailuresAfterWritingLeaveNothing(t *testing.T) {
+	t.Parallel()
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	cli := cluster.Client(t)
+	ep := "--endpoints=" + cluster.Endpoints()[0]
+	// Found and executable, so accepted before campaigning; its
+	// interpreter is missing, so exec fails only once it leads.
+	script := filepath.Join(t.TempDir(), "job")
+	if err := os.WriteFile(script, []byte("#!/nonexistent/interpreter\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	o := runEtcdlead(t, nil, "run", ep, "--election=late", "--ttl=2s", "--", script)
+	o.failure(t, 127, "no such file or directory")
+	nothingLeft(t, cli, "")
+
+	// A loser of --no-wait queued, saw the leader, and revoked.
+	e := newEnv(t, cluster.Endpoints())
+	c1 := e.start("c1", fast, e.probe())
+	c1.out.waitFor(t, "c1", "ready", 0)
+	if o := runEtcdlead(t, nil, "run", ep, "--prefix="+e.prefix, "--election=probe", "--no-wait", "--ttl=2s", "--", "true"); o.code != 75 {
+		t.Errorf("--no-wait beside a leader: exit %d, want 75\n%s", o.code, o.stderr)
+	}
+	leases, err := cli.Leases(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(leases.Leases) != 1 {
+		t.Errorf("%d leases after the loser ended, want the leader's alone", len(leases.Leases))
+	}
+	stopAll(t, e, c1)
+	nothingLeft(t, cli, "")
+}

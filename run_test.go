@@ -127,15 +127,22 @@ func TestForwardedSignalsReachChild(t *testing.T) {
 	}
 }
 
+// The TTL is long, so the SIGKILL that ends it can only be the kill
+// timeout's, not the fence's.
 func TestChildIgnoringTermIsKilledAfterKillTimeout(t *testing.T) {
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
-	c := e.start("stubborn", append(fast, "--kill-timeout=500ms"), e.probe("-ignore-term"))
+	c := e.start("stubborn", []string{"--ttl=30s", "--kill-timeout=500ms", "--log-level=debug"}, e.probe("-ignore-term"))
 	c.out.waitFor(t, "stubborn", "ready", 0)
 	c.signal(t, syscall.SIGTERM)
+	// The fence point is at least T - K - m - r = 30 - 0.5 - 1.5 - 1 = 27s away.
+	fencePoint := time.Now().Add(27 * time.Second)
 	c.out.waitFor(t, "stubborn", "signal SIGTERM", 0)
 	if got := c.exit(t); got != 137 {
 		t.Errorf("exit %d, want 137 (SIGKILL after --kill-timeout)", got)
+	}
+	if time.Now().After(fencePoint) {
+		t.Errorf("the child ended after the fence point: the kill timeout was not kept")
 	}
 }
 

@@ -61,3 +61,16 @@ func TestRenewInterval(t *testing.T) {
 		t.Errorf("r(1m) = %s, want the 1s cap", got)
 	}
 }
+
+// K + m + r = 2T/3 exactly fits; a nanosecond more does not (a "<" for
+// "<=" slip, or the reverse, fails here).
+func TestResolveTimingBoundary(t *testing.T) {
+	const ttl, m = 15 * time.Second, 750 * time.Millisecond
+	k := 2*ttl/3 - m - RenewInterval(ttl) // 8.25s
+	if _, err := ResolveTiming(Timing{TTL: ttl, KillTimeout: k, FenceMargin: m}, true, true); err != nil {
+		t.Errorf("K %s + m %s + r %s = 2T/3 exactly: %v, want accepted", k, m, RenewInterval(ttl), err)
+	}
+	if _, err := ResolveTiming(Timing{TTL: ttl, KillTimeout: k + 1, FenceMargin: m}, true, true); err == nil {
+		t.Errorf("K %s + m %s + r %s is a nanosecond over 2T/3: accepted, want refused", k+1, m, RenewInterval(ttl))
+	}
+}

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"bufio"
+	"io"
 	"errors"
 	"fmt"
 	"os"
@@ -220,12 +221,22 @@ func TestGrandchildDiesWithGroup(t *testing.T) {
 // With no renewals the keeper fences on its own: a deadline 600ms ahead
 // must stop the child with no word from the supervisor.
 func TestFenceStopsChildWithoutSupervisor(t *testing.T) {
-	s := startHelper(t, "ignore-term", func(sp *Spec) { sp.Deadline = Now() + 600*time.Millisecond })
+	var deadline time.Duration
+	s := startHelper(t, "ignore-term", func(sp *Spec) {
+		// SIGTERM at deadline-K-m, SIGKILL at deadline-m: the child must be
+		// gone, and reported, before the deadline itself.
+		sp.FenceMargin = 300 * time.Millisecond
+		deadline = Now() + 1200*time.Millisecond
+		sp.Deadline = deadline
+	})
 	s.expect(t, "ready")
 	s.expect(t, "signal SIGTERM")
 	got := s.result(t)
 	if got != (Result{Code: 137, Reason: ReasonFenced}) {
 		t.Fatalf("got %+v, want 137 fenced", got)
+	}
+	if late := Now() - deadline; late >= 0 {
+		t.Fatalf("the fenced child was reported gone %s after the deadline: the lease may have ended under it", late)
 	}
 }
 
@@ -269,11 +280,22 @@ func TestStandbyKeeper(t *testing.T) {
 	if got := c.Result(); got != (Result{Code: 0, Reason: ReasonExited}) {
 		t.Fatalf("result %+v", got)
 	}
+	// A cancelled standby keeper starts nothing: its stdout closes with no
+	// line from a child.
+	r2, w2, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Stdout = w2
 	q, err := Prepare(spec)
+	w2.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
 	q.Cancel() // returns once the keeper has exited
+	if out, err := io.ReadAll(r2); err != nil || len(out) != 0 {
+		t.Fatalf("a cancelled standby keeper's stdout said %q (%v), want nothing", out, err)
+	}
 }
 
 func TestExecFailures(t *testing.T) {
