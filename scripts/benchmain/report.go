@@ -67,7 +67,7 @@ func (r *report) markdown() string {
 	p("| CPU | %s, %d cores |\n", r.mach.CPU, r.mach.Cores)
 	p("| memory | %s |\n| kernel | %s |\n| Go | %s |\n", r.mach.Memory, r.mach.Kernel, r.mach.GoVersion)
 	p("| etcd | %s (server built from `go.mod`), single member, data on %s, fsync on |\n", r.mach.EtcdVersion, r.mach.FS)
-	p("| etcdctl | %s |\n| etcdlead | %s |\n", r.mach.EtcdctlVersion, r.mach.Etcdlead)
+	p("| etcdctl | %s |\n| etcdlead | %s |\n| this report's generator | %s |\n", r.mach.EtcdctlVersion, r.mach.Etcdlead, r.mach.Generator)
 	p("| load | load average %s before, %s after; the machine's CPUs were %.0f%% busy over the run, the bench's own processes and etcd included |\n\n",
 		r.mach.LoadBefore, r.mach.LoadAfter, r.mach.BusyPercent)
 	if r.mach.BusyPercent > 60 || loadOver(r.mach.LoadBefore, float64(r.mach.Cores)/2) {
@@ -158,9 +158,12 @@ func (r *report) sectionFailover(w func(string, ...any)) {
 	w("| | failovers | median | max | median − TTL | max − TTL | old child gone first | kill → old child gone (median) |\n|---|---|---|---|---|---|---|---|\n")
 	for _, t := range r.tools {
 		s := f.took[t.Key]
-		gone := "never: orphaned, the bench ended it"
+		gone := "n/a"
 		if st := f.stopped[t.Key]; len(st) > 0 {
 			gone = ms(st.median())
+		}
+		if o := f.orphaned[t.Key]; o > 0 {
+			gone += fmt.Sprintf("; %d of %d still ran a second after the successor started (the bench ended them)", o, len(s))
 		}
 		w("| %s | %d | %s | %s | %s | %s | %d of %d | %s |\n", t.Name, len(s), ms(s.median()), ms(s.max()),
 			signed(s.median()-ttl), signed(s.max()-ttl), len(s)-f.overlap[t.Key], len(s), gone)
@@ -171,7 +174,10 @@ func (r *report) sectionFailover(w func(string, ...any)) {
 	w("etcdctl lock's session renews every TTL/3, etcdlead's leader every min(TTL/10, 1 s), so at the moment of a crash etcdlead's lease has more of its TTL left: ")
 	w("between %s and %s, against between %s and %s for etcdctl lock. etcdlead then asks whether the lease is gone (LeaseTimeToLive: only a gone lease proves the old child stopped) before starting. ",
 		ms(ttl-min(ttl/10, time.Second)), ms(ttl), ms(ttl*2/3), ms(ttl))
-	w("What etcdctl lock gains there, it gains by starting a second child while the first still runs.\n\n")
+	if o := f.overlap[ctl]; o > 0 && c.median() < a.median() {
+		w("etcdctl lock's successor started while the old child still ran in %d of %d failovers: its %s lead in the median is time in which two children ran.", o, len(c), ms(a.median()-c.median()))
+	}
+	w("\n\n")
 	r.addTarget("crash failover median ≤ TTL + 0.6 s (TTL 2 s)", fmt.Sprintf("%s (TTL %s); etcdctl lock %s", ms(a.median()), signed(a.median()-ttl), ms(c.median())),
 		a.median() <= ttl+600*time.Millisecond, fmt.Sprintf("by %s", ms(a.median()-ttl-600*time.Millisecond)))
 }
@@ -340,8 +346,39 @@ func (r *report) sectionCost(w func(string, ...any)) {
 		}
 		return fmt.Sprintf("%g to %g", lo, hi)
 	}
-	w("The number of waiters does not change the cost: each waiter watches only the key just ahead of it, so a handoff sends %s watch event(s) for etcdlead and %s for etcdctl lock's recipe, whatever the queue length, and the requests per handoff stay the same. ", events(lead), events(ctl))
-	w("In-process rows count one or two Watch messages more than process rows: a process whose last watch ends closes its watch stream (no message), while campaigners sharing a client's stream cancel their watches with a message.\n\n")
+	w("Each waiter watches only the term just ahead of it, so a handoff sends %s watch event(s) for etcdlead and %s for etcdctl lock's recipe", events(lead), events(ctl))
+	if met {
+		w(", and etcdlead's requests per handoff stay within one of each other whatever the queue length")
+	}
+	w(".")
+	if d, ok := r.watchDiff(lead); ok && d != 0 {
+		w(" etcdlead's in-process rows count %+g Watch message(s) per handoff against its process rows (medians): a process whose last watch ends closes its watch stream without a message, while campaigners that share a client's stream cancel their watches with one.", d)
+	}
+	w("\n\n")
+}
+
+// watchDiff is the median of Watch messages per handoff of tool's
+// in-process rows less that of its process rows, each the mean over its
+// queue lengths.
+func (r *report) watchDiff(tool string) (float64, bool) {
+	var sum [2]float64
+	var n [2]int
+	for _, c := range r.cost {
+		if c.Tool != tool {
+			continue
+		}
+		i := 0
+		if strings.Contains(c.Label, "in-process") {
+			i = 1
+		}
+		m, _, _ := c.stat("req Watch")
+		sum[i] += m
+		n[i]++
+	}
+	if n[0] == 0 || n[1] == 0 {
+		return 0, false
+	}
+	return sum[1]/float64(n[1]) - sum[0]/float64(n[0]), true
 }
 
 func (r *report) sectionFootprint(w func(string, ...any)) {
@@ -413,22 +450,6 @@ func (r *report) sectionFootprint(w func(string, ...any)) {
 		}
 		w(".\n\n")
 	}
-	var keeperCPU, leaderCPU time.Duration
-	for _, x := range f.rows {
-		if x.Tool == "etcdlead" && x.TTL == r.cfg.idleTTLs[0] {
-			switch x.Role {
-			case "keeper":
-				keeperCPU = x.Sched
-			case "leader":
-				leaderCPU = x.Sched
-			}
-		}
-	}
-	if keeperCPU > 2*leaderCPU {
-		w("Most of an idle etcdlead leader's CPU is its keeper's fence check: the keeper reads the boot clock on a short tick (docs/design.md), so that a frozen or suspended supervisor cannot keep the child past the lease. ")
-		w("Each wake-up is cheap (see `BenchmarkFenceTick`), but the scheduler's cost of waking a process tens of times a second is not, on a virtual machine least of all. ")
-		w("A timer on the boot clock itself (timerfd on CLOCK_BOOTTIME, which counts suspended time), armed at the fence, would wake the keeper only for its supervisor's messages and the fence.\n\n")
-	}
 	get := func(tool, role string, ttl int) *footprintRow {
 		for i := range f.rows {
 			if f.rows[i].Tool == tool && f.rows[i].Role == role && f.rows[i].TTL == ttl {
@@ -454,7 +475,7 @@ func (r *report) sectionFootprint(w func(string, ...any)) {
 
 func (r *report) sectionMethod(p func(string, ...any)) {
 	p("## How it measures\n\n")
-	p("- Each leader runs the same child: a %s-line Go program that connects to the bench's unix socket and writes a CLOCK_MONOTONIC stamp as its first instruction, and another just before it exits when told to. Both tools pay the same cost to start it.\n", "70")
+	p("- Each leader runs the same child: a %d-line Go program (`scripts/benchmain/child`) that connects to the bench's unix socket and writes a CLOCK_MONOTONIC stamp as its first instruction, and another just before it exits when told to. Both tools pay the same cost to start it.\n", r.mach.ChildLines)
 	p("- Command lines: `%s` and `%s` (TTL as given per figure). etcdlead logs at its default level (info) to a file.\n", r.tools[0].commandLine(10), r.tools[1].commandLine(10))
 	p("- Percentiles are nearest-rank: with fewer than 100 samples, p99 is the maximum.\n")
 	p("- Both tools run on the same etcd in the same run; between figures and handoffs the bench waits until the queue it needs is in place (it polls etcd for the key count), outside any measured window.\n")
@@ -490,10 +511,10 @@ func (r *report) sectionWhy(p func(string, ...any)) {
 		d := h.gap[lead].median() - h.gap[ctl].median()
 		p("**Handoff gap.** etcdlead's median is %s above etcdctl lock's. The two paths, step by step:\n\n", ms(d))
 		p("| step | etcdctl lock | etcdlead |\n|---|---|---|\n")
-		p("| the leader's child exits | `cmd.Run` returns in etcdctl | the keeper reaps it, sees its process group empty and reports to the supervisor over its pipe |\n")
+		p("| the leader's child exits | `cmd.Run` returns in etcdctl | the keeper reaps it and, once it has no process left below it (ECHILD), reports to the supervisor over its pipe |\n")
 		p("| etcd requests in the handoff window (median per handoff, this run; the window closes with a read of etcd's metrics issued as the next child starts, so a new leader's first requests after its start may fall in) | %s | %s |\n", h.requestList(ctl), h.requestList(lead))
 		p("| raft commits in the window | %g | %g |\n", medianF(h.commits[ctl]), medianF(h.commits[lead]))
-		p("| the next candidate wakes | watch event on the key ahead | watch event on the key ahead |\n")
+		p("| the next candidate wakes | watch event on the key ahead | watch event on the older term's lease sentinel |\n")
 		p("| start | fork and exec of the command | a standby keeper, if one runs, forks and execs the command on a pipe message; otherwise **exec of a keeper** first — the etcdlead binary, start-up %s in this run against %s for the child |\n\n", startup(lead), startup("child"))
 		k, n, with, without := h.standbySplit(lead)
 		p("The WAL fsync mean in these windows was %s; a standby keeper was ready in %d of %d handoffs. ", msf(all.mean()), k, n)
@@ -525,11 +546,8 @@ func (r *report) sectionWhy(p func(string, ...any)) {
 		if cl > cc {
 			p(" → the confirmation Txn")
 		}
-		p(" → the child's start through a keeper, which is a second exec of the etcdlead binary (another %s of start-up on a machine with %d cores, whether it starts ahead of need or not) → fork and exec of the command. ", startup(lead), r.mach.Cores)
+		p(" → the child's start through a keeper, which is a second exec of the etcdlead binary (another %s of start-up on a machine with %d cores) → fork and exec of the command. ", startup(lead), r.mach.Cores)
 		p("Measured in this run: %g raft commits before the child runs against %g for etcdctl lock (median per start, at a WAL fsync mean of %s). ", cl, cc, r.fsyncMean())
-		if cl > cc {
-			p("When the campaign transaction finds no one ahead, the confirmation has nothing to vouch for (no key can ever be created before the first one), so it could be skipped. ")
-		}
 		p("The keeper's start-up is mostly Go initialising the packages of the whole etcdlead binary, which a keeper built as its own small binary would not do.\n\n")
 	}
 	if keeper && r.idle != nil {

@@ -216,6 +216,8 @@ func fsType(dir string) string {
 // machine describes where the bench ran.
 type machine struct {
 	CPU, Kernel, Memory, GoVersion, EtcdVersion, EtcdctlVersion, Etcdlead, FS string
+	Generator                                                                 string // commit of scripts/benchmain
+	ChildLines                                                                int    // lines of the bench's child program
 	Cores                                                                     int
 	LoadBefore, LoadAfter                                                     string
 	BinMB                                                                     map[string]float64 // executable sizes
@@ -274,6 +276,13 @@ func describeMachine(root string, bins binaries, dataDir string, prebuilt bool) 
 		rev += " plus uncommitted changes to " + strings.Join(dirty, ", ")
 	}
 	m.Etcdlead = "commit " + rev
+	m.Generator = "scripts/benchmain at commit " + cmdOut(root, "git", "rev-parse", "--short", "HEAD")
+	if st := cmdOut(root, "git", "status", "--porcelain", "--", "scripts/benchmain"); st != "" && st != "?" {
+		m.Generator += " plus uncommitted changes to it"
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "scripts", "benchmain", "child", "main.go")); err == nil {
+		m.ChildLines = strings.Count(string(b), "\n")
+	}
 	if prebuilt {
 		m.Etcdlead = "prebuilt " + bins.etcdlead
 	}
