@@ -9,12 +9,15 @@ import (
 )
 
 // standby holds a keeper started ahead of need, so that winning costs a
-// pipe message rather than an exec of etcdlead (about 12 ms of process start
-// and package initialisation on the handoff path). A keeper carries nothing
-// of a term until it is started, so one serves any term. A campaign starts
-// one at once, so that it warms up while etcd is dialled; a candidate that
-// finds two or more ahead of it drops it until it is next in line, so a long
-// queue does not pay for idle keepers.
+// pipe message rather than an exec of etcdlead (process start and package
+// initialisation on the handoff path). A keeper carries nothing of a term
+// until it is started, so one serves any term. A campaign starts one at
+// once, so that it warms up while etcd is dialled. A candidate keeps it when
+// at most two terms are ahead of it, and otherwise drops it until a read
+// shows it next in line: its wait watches only the term just ahead, so a
+// candidate two places back learns nothing when the leader leaves, and
+// would find itself next with no keeper ready; further back, a long queue
+// does not pay for idle keepers.
 type standby struct {
 	mu      sync.Mutex
 	pending *supervisor.Pending
@@ -57,7 +60,7 @@ func (r *runner) Front(string) { r.prepare() }
 // Queued implements campaign.Observer.
 func (r *runner) Queued(key string, ahead int) {
 	r.mon.Queued(key)
-	if ahead >= 2 {
+	if ahead > 2 {
 		r.standby.drop()
 	}
 }

@@ -41,7 +41,7 @@ type Observer interface {
 	// BarrierWait reports that an older term's lease outlived its queue key.
 	BarrierWait()
 	// Queued reports that this candidate's key is in etcd (connected and
-	// campaigning) with ahead candidates before it.
+	// campaigning) with ahead older terms before it.
 	Queued(key string, ahead int)
 	// Front reports, once per term, that at most one term is ahead: this
 	// one is next, so work that a start needs can begin.
@@ -105,7 +105,7 @@ func (c *Campaigner) Campaign(ctx context.Context) (*Term, error) {
 		return nil, err
 	}
 	if o := c.cfg.Observer; o != nil {
-		o.Queued(t.Key, v.queued)
+		o.Queued(t.Key, max(v.queued, v.terms))
 	}
 	if c.cfg.NoWait && !v.clear() {
 		return nil, fmt.Errorf("%w: %s", ErrNotLeader, v.ahead())
