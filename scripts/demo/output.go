@@ -51,7 +51,7 @@ var revField = regexp.MustCompile(`\brev=(\d+)`)
 // rest (start-up settings, backoff) only add noise to a demo.
 var keyMessages = []string{
 	"campaigning", "waiting on predecessor", "waiting for predecessor", "elected",
-	"child started", "child stopping", "child exited", "resigned", "stop signal",
+	"child started", "child stopping", "child exited", "lease revoked", "stop signal",
 }
 
 // show prints one line of a candidate's output and turns the lines the demo
