@@ -2,9 +2,9 @@ package supervisor
 
 import (
 	"bufio"
-	"io"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
