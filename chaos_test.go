@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -14,11 +13,11 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"golang.org/x/sys/unix"
 
 	"github.com/etcdlead/etcdlead/campaign"
 	"github.com/etcdlead/etcdlead/internal/etcdtest"
 	"github.com/etcdlead/etcdlead/internal/faultproxy"
+	"github.com/etcdlead/etcdlead/internal/proctest"
 )
 
 // The chaos soak. The suite runs a fixed schedule that hits the leader with
@@ -91,8 +90,12 @@ var faults = []fault{
 	}},
 	{"stderr stalled + partition", true, true, func(c *chaos, cc *chaosCand) {
 		cc.cur.log.pause()
-		if err := fillStderr(cc.cur.cmd.Process.Pid); err != nil {
-			c.t.Logf("chaos: fill stderr of %s: %v", cc.name, err)
+		// Twice: the paused reader may have taken one more read's worth.
+		for range 2 {
+			if err := proctest.Fill(fmt.Sprintf("/proc/%d/fd/2", cc.cur.cmd.Process.Pid)); err != nil {
+				c.t.Logf("chaos: fill stderr of %s: %v", cc.name, err)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 		for _, p := range cc.proxies {
 			p.Blackhole()
@@ -110,7 +113,7 @@ var faults = []fault{
 		// The keeper stops the child and its descendants at once; the
 		// fence would by the lease's end. Either way they are gone then.
 		for _, pid := range pids {
-			if !goneWithin(pid, chaosTTL+time.Second) {
+			if gone, _ := proctest.GoneBy(pid, time.Now().Add(chaosTTL+time.Second)); !gone {
 				c.orphans = append(c.orphans, fmt.Sprintf("pid %d of %s alive a TTL after kill -9", pid, cc.name))
 			}
 		}
@@ -260,30 +263,6 @@ func (c *chaos) reset(cc *chaosCand) {
 	}
 }
 
-// fillStderr fills a process's stderr pipe until a write would block, from
-// a descriptor of the test's own (so the process's stays blocking).
-func fillStderr(pid int) error {
-	fd, err := unix.Open(fmt.Sprintf("/proc/%d/fd/2", pid), unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	chunk := []byte(strings.Repeat("chaos: filler to stall stderr\n", 128))
-	// Twice: the reader may have taken one more chunk as it paused.
-	for range 2 {
-		for {
-			if _, err := unix.Write(fd, chunk); err != nil {
-				if err == unix.EAGAIN {
-					break
-				}
-				return err
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return nil
-}
-
 // childTree is the pids of the child a candidate process runs and of the
 // escapees it started, or nothing.
 func (c *chaos) childTree(cand *candidate) []int {
@@ -291,25 +270,8 @@ func (c *chaos) childTree(cand *candidate) []int {
 	if child == 0 {
 		return nil
 	}
-	return append(escapeePids(cand), child)
-}
-
-// escapeePids are the pids of every escapee a candidate's children reported.
-func escapeePids(cand *candidate) []int {
-	var pids []int
-	for _, l := range cand.out.matching("escapee ") {
-		for _, f := range strings.Fields(l.text) {
-			if v, ok := strings.CutPrefix(f, "pid="); ok {
-				f = "holder=" + v
-			}
-			if v, ok := strings.CutPrefix(f, "holder="); ok {
-				if pid, err := strconv.Atoi(v); err == nil {
-					pids = append(pids, pid)
-				}
-			}
-		}
-	}
-	return pids
+	all, _, _ := cand.out.snapshot()
+	return append(escapeePids(all), child)
 }
 
 func (c *chaos) deleteLeaderKey() {
@@ -384,37 +346,10 @@ func (c *chaos) runningChild(cand *candidate) int {
 		return 0
 	}
 	pid := readyPid(c.t, starts[len(starts)-1].text)
-	if !alive(pid) {
+	if !proctest.Running(pid) {
 		return 0
 	}
 	return pid
-}
-
-// alive is a process that runs: not gone, and not a zombie waiting to be
-// reaped.
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	return i > 0 && i+2 < len(b) && b[i+2] != 'Z'
-}
-
-func goneWithin(pid int, d time.Duration) bool {
-	done := make(chan struct{})
-	go func() {
-		for syscall.Kill(pid, 0) == nil {
-			time.Sleep(20 * time.Millisecond)
-		}
-		close(done)
-	}()
-	select {
-	case <-done:
-		return true
-	case <-time.After(d):
-		return false
-	}
 }
 
 func (c *chaos) waitForLeader() {
@@ -460,8 +395,9 @@ func (c *chaos) finish() {
 			starts = append(starts, r)
 			pids = append(pids, readyPid(c.t, r.text))
 		}
-		for _, pid := range append(pids, escapeePids(p)...) {
-			if syscall.Kill(pid, 0) == nil && !goneWithin(pid, chaosTTL+time.Second) {
+		all, _, _ := p.out.snapshot()
+		for _, pid := range append(pids, escapeePids(all)...) {
+			if gone, _ := proctest.GoneBy(pid, time.Now().Add(chaosTTL+time.Second)); !gone {
 				c.orphans = append(c.orphans, fmt.Sprintf("pid %d alive after every supervisor ended", pid))
 			}
 		}

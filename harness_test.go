@@ -16,7 +16,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"golang.org/x/sys/unix"
+
+	"github.com/etcdlead/etcdlead/internal/proctest"
 )
 
 // safety bounds every wait on an event; it is never what a test measures.
@@ -357,23 +358,8 @@ func waitGone(t *testing.T, pid int) {
 // backstop would not.
 func waitGoneBy(t *testing.T, pid int, by time.Time) {
 	t.Helper()
-	fd, err := unix.PidfdOpen(pid, 0)
-	if errors.Is(err, unix.ESRCH) {
-		return
-	}
-	if err != nil {
-		t.Fatalf("pidfd_open(%d): %v", pid, err)
-	}
-	defer unix.Close(fd)
-	for {
-		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, max(int(time.Until(by)/time.Millisecond), 0))
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil || n != 1 {
-			t.Fatalf("process %d still runs at %s (poll: %d, %v)", pid, by.Format(time.StampMilli), n, err)
-		}
-		return
+	if ok, err := proctest.GoneBy(pid, by); !ok {
+		t.Fatalf("process %d still runs at %s (%v)", pid, by.Format(time.StampMilli), err)
 	}
 }
 

@@ -2,7 +2,7 @@ package main
 
 import (
 	"bytes"
-	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -12,9 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/etcdlead/etcdlead/internal/etcdtest"
+	"github.com/etcdlead/etcdlead/internal/proctest"
 )
 
 // The keeper's reach, end to end: descendants that leave the child's
@@ -30,7 +29,19 @@ func escapees(t *testing.T, c *candidate) (child int, pids []int) {
 	t.Helper()
 	ready, i := c.out.waitFor(t, c.name, "ready", 0)
 	all, _, _ := c.out.snapshot()
-	for _, l := range all[:i] {
+	pids = escapeePids(all[:i])
+	if len(pids) < 2 {
+		t.Fatalf("the probe reported %d escapees, want at least 2:\n%s", len(pids), strings.Join(all[:i], "\n"))
+	}
+	proctest.KillAtCleanup(t, pids...)
+	return readyPid(t, ready), pids
+}
+
+// escapeePids are the pids in the probe's "escapee ... pid=N [holder=N]"
+// lines among ls.
+func escapeePids(ls []string) []int {
+	var pids []int
+	for _, l := range ls {
 		if !strings.HasPrefix(l, "escapee ") {
 			continue
 		}
@@ -39,51 +50,23 @@ func escapees(t *testing.T, c *candidate) (child int, pids []int) {
 				f = "holder=" + v
 			}
 			if v, ok := strings.CutPrefix(f, "holder="); ok {
-				pid, err := strconv.Atoi(v)
-				if err != nil {
-					t.Fatalf("bad escapee line %q", l)
+				if pid, err := strconv.Atoi(v); err == nil {
+					pids = append(pids, pid)
 				}
-				pids = append(pids, pid)
 			}
 		}
 	}
-	if len(pids) < 2 {
-		t.Fatalf("the probe reported %d escapees, want at least 2:\n%s", len(pids), strings.Join(all[:i], "\n"))
-	}
-	for _, pid := range pids {
-		if fd, err := unix.PidfdOpen(pid, 0); err == nil {
-			t.Cleanup(func() {
-				_ = unix.PidfdSendSignal(fd, syscall.SIGKILL, nil, 0)
-				unix.Close(fd)
-			})
-		}
-	}
-	return readyPid(t, ready), pids
+	return pids
 }
 
 // checkGone fails for each pid that still exists (a zombie counts: nobody
 // reaped it).
 func checkGone(t *testing.T, when string, pids []int) {
-	t.Helper()
 	for _, pid := range pids {
-		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		if !proctest.Gone(pid) {
 			t.Errorf("escapee %d still exists %s", pid, when)
 		}
 	}
-}
-
-func parentOf(t *testing.T, pid int) int {
-	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	ppid, err := strconv.Atoi(f[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ppid
 }
 
 // A stop, the fence (the supervisor frozen) and kill -9 of the supervisor
@@ -156,7 +139,7 @@ func standbyKeeperOf(t *testing.T, supervisor int) int {
 		if err != nil || !bytes.Contains(cmdline, []byte("\x00__etcdlead_keeper\x00")) {
 			continue
 		}
-		if parentOf(t, pid) == supervisor {
+		if proctest.ParentOf(t, pid) == supervisor {
 			found = append(found, pid)
 		}
 	}
@@ -174,7 +157,7 @@ func TestKeeperKilledNoDescendantOutlivesRevoke(t *testing.T) {
 	e := newEnv(t, cluster.Endpoints())
 	c1 := e.start("c1", fast, e.probe("-escapees"))
 	child, pids := escapees(t, c1)
-	keeper := parentOf(t, child)
+	keeper := proctest.ParentOf(t, child)
 	c2 := e.start("c2", fast, e.probe())
 	c2.log.waitFor(t, "c2", "waiting on predecessor", 0)
 	if err := syscall.Kill(keeper, syscall.SIGKILL); err != nil {
@@ -208,7 +191,9 @@ func TestStalledStderrThenPartition(t *testing.T) {
 	c1.out.waitFor(t, "c1", "ready", 0)
 	c2 := e.start("c2", fast, e.probe())
 	c2.log.waitFor(t, "c2", "waiting on predecessor", 0)
-	fillPipe(t, w)
+	if err := proctest.Fill(fmt.Sprintf("/proc/self/fd/%d", w.Fd())); err != nil {
+		t.Fatal(err)
+	}
 	p.Blackhole()
 	c2.out.waitFor(t, "c2", "ready", 0)
 	drained := make(chan string, 1)
@@ -266,34 +251,4 @@ func startWithStderr(t *testing.T, e *env, name string, flags, command []string,
 		}
 	})
 	return c
-}
-
-// fillPipe writes to w until a write would block, then puts w's file
-// description, which the candidate shares, back in blocking mode.
-func fillPipe(t *testing.T, w *os.File) {
-	t.Helper()
-	raw, err := w.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	chunk := make([]byte, 4096)
-	err = raw.Control(func(fd uintptr) {
-		if err := unix.SetNonblock(int(fd), true); err != nil {
-			t.Error(err)
-			return
-		}
-		for _, size := range []int{4096, 1} {
-			for {
-				if _, err := unix.Write(int(fd), chunk[:size]); err != nil {
-					break
-				}
-			}
-		}
-		if err := unix.SetNonblock(int(fd), false); err != nil {
-			t.Error(err)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }

@@ -15,6 +15,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
+
+	"github.com/etcdlead/etcdlead/internal/proctest"
 )
 
 // The keeper's reach: a stderr that does not drain, descendants that leave
@@ -27,31 +29,6 @@ func init() {
 	if os.Getenv("SUPERVISOR_TEST_STAT_SCAN") != "" {
 		procStatScan = true
 	}
-}
-
-// fullPipe returns a pipe filled until a write would block, with its write
-// end back in blocking mode, as a stalled log reader leaves stderr.
-func fullPipe(t *testing.T) (*os.File, *os.File) {
-	t.Helper()
-	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.SetNonblock(p[1], true); err != nil {
-		t.Fatal(err)
-	}
-	chunk := make([]byte, 4096)
-	for _, size := range []int{4096, 1} {
-		for {
-			if _, err := unix.Write(p[1], chunk[:size]); err != nil {
-				break
-			}
-		}
-	}
-	if err := unix.SetNonblock(p[1], false); err != nil {
-		t.Fatal(err)
-	}
-	return os.NewFile(uintptr(p[0]), "stderr-r"), os.NewFile(uintptr(p[1]), "stderr-w")
 }
 
 // drainer reads a pipe to its end, once, whoever asks first.
@@ -89,39 +66,6 @@ func exitsBy(t *testing.T, pid int, at time.Duration) bool {
 	return err == nil && n == 1
 }
 
-// gone is true once pid has been reaped: no process, no zombie.
-func gone(pid int) bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) }
-
-// ppidOf reads a process's parent from /proc.
-func ppidOf(t *testing.T, pid int) int {
-	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	ppid, err := strconv.Atoi(f[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ppid
-}
-
-// reapLeftovers SIGKILLs, when the test ends, processes a failing keeper
-// left behind; pidfds make sure a reused pid is never hit.
-func reapLeftovers(t *testing.T, pids ...int) {
-	for _, pid := range pids {
-		fd, err := unix.PidfdOpen(pid, 0)
-		if err != nil {
-			continue
-		}
-		t.Cleanup(func() {
-			_ = unix.PidfdSendSignal(fd, syscall.SIGKILL, nil, 0)
-			unix.Close(fd)
-		})
-	}
-}
-
 // holders waits for the helper's "ready" and the two "held pid=N" lines
 // of mode "escapees", in whatever order, and returns the holders' pids.
 func (s *started) holders(t *testing.T) []int {
@@ -138,7 +82,7 @@ func (s *started) holders(t *testing.T) []int {
 			if p, ok := strings.CutPrefix(l, "held pid="); ok {
 				pid, _ := strconv.Atoi(p)
 				pids = append(pids, pid)
-				reapLeftovers(t, pid)
+				proctest.KillAtCleanup(t, pid)
 			}
 			ready = ready || l == "ready"
 		case <-timeout:
@@ -151,7 +95,7 @@ func (s *started) holders(t *testing.T) []int {
 func checkGone(t *testing.T, what string, pids ...int) {
 	t.Helper()
 	for _, pid := range pids {
-		if !gone(pid) {
+		if !proctest.Gone(pid) {
 			t.Errorf("%s %d still exists after the keeper's report", what, pid)
 		}
 	}
@@ -173,7 +117,7 @@ func eachWalk(t *testing.T, f func(t *testing.T, env []string)) {
 // child by its SIGKILL point, and the log line that says so arrives once
 // stderr is drained.
 func TestFenceNotHeldUpByBlockedStderr(t *testing.T) {
-	r, w := fullPipe(t)
+	r, w := proctest.Full(t)
 	d := &drainer{r: r, done: make(chan struct{})}
 	f := Fence{Deadline: Now() + 2*time.Second, KillTimeout: time.Second, Margin: 100 * time.Millisecond}
 	s := startHelper(t, "sleep", func(sp *Spec) {
@@ -226,7 +170,7 @@ func TestStopReachesTimeoutAndItsCommand(t *testing.T) {
 	})
 	tpid, _ := strconv.Atoi(strings.TrimPrefix(s.expect(t, "timeout "), "timeout "))
 	spid, _ := strconv.Atoi(strings.TrimPrefix(s.expect(t, "sleep "), "sleep "))
-	reapLeftovers(t, tpid, spid)
+	proctest.KillAtCleanup(t, tpid, spid)
 	s.c.Stop(syscall.SIGTERM)
 	s.result(t)
 	checkGone(t, "timeout", tpid)
@@ -274,7 +218,7 @@ func TestKeeperKilledLeavesNoDescendant(t *testing.T) {
 			sp.KillTimeout = time.Hour
 		})
 		holders := s.holders(t)
-		keeper := ppidOf(t, s.c.Pid())
+		keeper := proctest.ParentOf(t, s.c.Pid())
 		if err := syscall.Kill(keeper, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}

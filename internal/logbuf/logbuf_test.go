@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +11,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
+
+	"github.com/etcdlead/etcdlead/internal/proctest"
 )
 
 // safety bounds every wait on an event; it is never what a test measures.
@@ -140,7 +141,7 @@ func TestEachRunOfDropsHasItsNotice(t *testing.T) {
 // gives up at its bound, and the pipe's file description stays blocking
 // (it is shared with the child when it is stderr).
 func TestFullPipeNeverBlocksWrite(t *testing.T) {
-	r, wf := fullPipe(t)
+	r, wf := proctest.Full(t)
 	defer r.Close()
 	defer wf.Close()
 	w := New(wf, 0)
@@ -174,31 +175,6 @@ func TestFullPipeNeverBlocksWrite(t *testing.T) {
 	if !strings.Contains(got.String(), "log lines dropped") || !strings.Contains(got.String(), "line 0\n") {
 		t.Fatalf("after the drain the pipe held no notice or no first line:\n%.300s", got.String())
 	}
-}
-
-// fullPipe returns a pipe filled until a write would block, with its write
-// end back in blocking mode.
-func fullPipe(t *testing.T) (*os.File, *os.File) {
-	t.Helper()
-	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.SetNonblock(p[1], true); err != nil {
-		t.Fatal(err)
-	}
-	chunk := make([]byte, 4096)
-	for _, size := range []int{4096, 1} {
-		for {
-			if _, err := unix.Write(p[1], chunk[:size]); err != nil {
-				break
-			}
-		}
-	}
-	if err := unix.SetNonblock(p[1], false); err != nil {
-		t.Fatal(err)
-	}
-	return os.NewFile(uintptr(p[0]), "r"), os.NewFile(uintptr(p[1]), "w")
 }
 
 // The notice has the logger's format: a JSON consumer can parse every line.

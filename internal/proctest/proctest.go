@@ -1,0 +1,130 @@
+// Package proctest is test support for processes and their output: what
+// /proc says of a process, a cleanup that can never hit a reused pid, and
+// pipes full to the brim, as a stalled log reader leaves them. The
+// supervisor's, the log buffer's and the end-to-end tests share it.
+package proctest
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// stat reads a process's state letter and parent from /proc/PID/stat.
+func stat(pid int) (state byte, ppid int, err error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	// The command name, in parentheses, may hold spaces and parentheses.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 2 {
+		return 0, 0, fmt.Errorf("/proc/%d/stat: unexpected %q", pid, b)
+	}
+	ppid, err = strconv.Atoi(f[1])
+	return f[0][0], ppid, err
+}
+
+// ParentOf is a process's parent pid.
+func ParentOf(tb testing.TB, pid int) int {
+	tb.Helper()
+	_, ppid, err := stat(pid)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ppid
+}
+
+// Running is a process that runs: it exists and is no zombie waiting to be
+// reaped.
+func Running(pid int) bool {
+	state, _, err := stat(pid)
+	return err == nil && state != 'Z'
+}
+
+// Gone is a process that has been reaped: no process, no zombie.
+func Gone(pid int) bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) }
+
+// GoneBy waits, through a pidfd, until pid has exited (a zombie counts as
+// exited), and reports whether it did by the given time.
+func GoneBy(pid int, by time.Time) (bool, error) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("pidfd_open(%d): %w", pid, err)
+	}
+	defer unix.Close(fd)
+	for {
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, max(int(time.Until(by)/time.Millisecond), 0))
+		if err == unix.EINTR {
+			continue
+		}
+		return err == nil && n == 1, err
+	}
+}
+
+// KillAtCleanup SIGKILLs the processes when the test ends, should they still
+// run: what a failing keeper left behind. Pidfds make sure a reused pid is
+// never hit.
+func KillAtCleanup(tb testing.TB, pids ...int) {
+	for _, pid := range pids {
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue
+		}
+		tb.Cleanup(func() {
+			_ = unix.PidfdSendSignal(fd, syscall.SIGKILL, nil, 0)
+			unix.Close(fd)
+		})
+	}
+}
+
+// Full returns a new pipe filled until a write would block, its write end
+// blocking, as stderr is when its reader has stopped.
+func Full(tb testing.TB) (r, w *os.File) {
+	tb.Helper()
+	// Not os.Pipe, whose descriptors Go makes non-blocking for its poller.
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		tb.Fatal(err)
+	}
+	if err := Fill(fmt.Sprintf("/proc/self/fd/%d", p[1])); err != nil {
+		tb.Fatal(err)
+	}
+	return os.NewFile(uintptr(p[0]), "full-r"), os.NewFile(uintptr(p[1]), "full-w")
+}
+
+// Fill fills the pipe at path (a /proc/PID/fd/N, say) until a write would
+// block, down to the last byte. It writes through a file description of
+// its own, opened non-blocking: O_NONBLOCK on one shared with a process
+// under test would change what that process sees. The filler is lines, so
+// a reader that scans lines copes with it.
+func Fill(path string) error {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	chunk := []byte(strings.Repeat("filler to stall the pipe\n", 160))
+	for _, size := range []int{len(chunk), 1} {
+		for {
+			if _, err := unix.Write(fd, chunk[len(chunk)-size:]); err != nil {
+				if err == unix.EAGAIN {
+					break
+				}
+				return err
+			}
+		}
+	}
+	return nil
+}
