@@ -340,10 +340,7 @@ func aliceLeaderAndWaiter(t *testing.T) (*clientv3.Client, *env, string, *candid
 	e.prefix = "etcdlead/"
 	pw := "--password-file=" + writeFile(t, "password", alicePassword)
 	flags := append([]string{"--election=reports", "--user=alice", pw}, fast...)
-	c1 := e.start("c1", flags, e.probe())
-	c1.out.waitFor(t, "c1", "ready", 0)
-	c2 := e.start("c2", flags, e.probe())
-	c2.log.waitFor(t, "c2", "waiting on predecessor", 0)
+	c1, c2 := e.leaderAndWaiter(flags)
 	return root, e, pw, c1, c2
 }
 

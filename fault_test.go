@@ -197,10 +197,7 @@ func TestEtcdOutageShortThenLong(t *testing.T) {
 func TestRaftLeaderLossKeepsLeader(t *testing.T) {
 	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
 	e := newEnv(t, cluster.Endpoints())
-	c1 := e.start("c1", slow, e.probe())
-	c1.out.waitFor(t, "c1", "ready", 0)
-	c2 := e.start("c2", slow, e.probe())
-	c2.log.waitFor(t, "c2", "waiting on predecessor", 0)
+	c1, c2 := e.leaderAndWaiter(slow)
 	c1.log.waitFor(t, "c1", "renewed", 0)
 	cluster.Member(cluster.RaftLeader(t)).Kill(t)
 	cluster.RaftLeader(t) // a new raft leader among the two left

@@ -319,6 +319,29 @@ func (e *env) start(name string, flags []string, command []string, extraEnv ...s
 	return c
 }
 
+// leaderAndWaiter starts c1, running e.probe(probeFlags...), until its
+// child is ready, then c2 until it waits behind c1.
+func (e *env) leaderAndWaiter(flags []string, probeFlags ...string) (c1, c2 *candidate) {
+	e.t.Helper()
+	c1 = e.start("c1", flags, e.probe(probeFlags...))
+	c1.out.waitFor(e.t, "c1", "ready", 0)
+	c2 = e.start("c2", flags, e.probe())
+	c2.log.waitFor(e.t, "c2", "waiting on predecessor", 0)
+	return c1, c2
+}
+
+// jobRuns counts the children that started, from the probe's journal.
+func (e *env) jobRuns(t *testing.T) int {
+	t.Helper()
+	n := 0
+	for _, l := range e.journalLines(t) {
+		if strings.HasPrefix(l, "start ") {
+			n++
+		}
+	}
+	return n
+}
+
 func (c *candidate) signal(t *testing.T, sig syscall.Signal) {
 	t.Helper()
 	if err := c.cmd.Process.Signal(sig); err != nil {

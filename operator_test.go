@@ -129,10 +129,7 @@ func TestResignForce(t *testing.T) {
 	t.Parallel() // it mostly waits: for a lease to end, a freeze, a --wait
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
-	c1 := e.start("c1", slow, e.probe())
-	c1.out.waitFor(t, "c1", "ready", 0)
-	c2 := e.start("c2", slow, e.probe())
-	c2.log.waitFor(t, "c2", "waiting on predecessor", 0)
+	c1, c2 := e.leaderAndWaiter(slow)
 	c1.signal(t, syscall.SIGSTOP)
 	_, errs, code := e.etcdleadCmd("resign", "--election=probe", "--timeout=500ms")
 	if code != 125 || !strings.Contains(errs, "add --force") {
@@ -164,14 +161,8 @@ func TestCronSingleton(t *testing.T) {
 	if codes[0] != 1 || codes[75] != 2 {
 		t.Fatalf("exit codes %v, want one 0 and two 75", codes)
 	}
-	starts := 0
-	for _, l := range e.journalLines(t) {
-		if strings.HasPrefix(l, "start ") {
-			starts++
-		}
-	}
-	if starts != 1 {
-		t.Fatalf("the job ran %d times, want once", starts)
+	if runs := e.jobRuns(t); runs != 1 {
+		t.Fatalf("the job ran %d times, want once", runs)
 	}
 }
 
@@ -191,14 +182,8 @@ func TestHoldAtLeastKeepsLateCopyOut(t *testing.T) {
 	if got := m1.exit(t); got != 0 {
 		t.Errorf("the holder exited %d, want the job's 0", got)
 	}
-	starts := 0
-	for _, l := range e.journalLines(t) {
-		if strings.HasPrefix(l, "start ") {
-			starts++
-		}
-	}
-	if starts != 1 {
-		t.Fatalf("the job ran %d times, want once", starts)
+	if runs := e.jobRuns(t); runs != 1 {
+		t.Fatalf("the job ran %d times, want once", runs)
 	}
 }
 

@@ -195,10 +195,7 @@ func TestEtcdDownAtStartThenUp(t *testing.T) {
 func TestStopWhileCampaigning(t *testing.T) {
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
-	c1 := e.start("c1", fast, e.probe())
-	c1.out.waitFor(t, "c1", "ready", 0)
-	c2 := e.start("c2", fast, e.probe())
-	c2.log.waitFor(t, "c2", "waiting on predecessor", 0)
+	c1, c2 := e.leaderAndWaiter(fast)
 	c2.signal(t, syscall.SIGTERM)
 	if got := c2.exit(t); got != 0 {
 		t.Errorf("campaigning etcdlead exited %d on SIGTERM, want 0", got)
