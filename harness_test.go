@@ -69,14 +69,13 @@ type lines struct {
 	gate    chan struct{} // closed while the stream is read
 }
 
-// open waits until the stream may be read: a paused reader leaves the
+// wait waits until the stream may be read: a paused reader leaves the
 // writer's pipe to fill up, as a hung log shipper would.
-func (l *lines) open() bool {
+func (l *lines) wait() {
 	l.mu.Lock()
 	g := l.gate
 	l.mu.Unlock()
 	<-g
-	return true
 }
 
 // pause stops reading the stream after the line being read; resume goes on.
@@ -101,7 +100,7 @@ func newLines(r io.Reader) *lines {
 	close(l.gate)
 	go func() {
 		sc := bufio.NewScanner(r)
-		for l.open() && sc.Scan() {
+		for l.wait(); sc.Scan(); l.wait() {
 			l.add(sc.Text(), false)
 		}
 		l.add("", true)

@@ -54,15 +54,18 @@ func statusAction(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return failf("status takes no arguments, got %q: see etcdlead status --help", c.Args().First())
 	}
+	// One election's layout, or the prefix of all of them.
+	var one *campaign.Layout
 	prefix, err := campaign.NormalPrefix(c.String(flagPrefix))
 	if err != nil {
 		return err
 	}
-	election := c.String(flagElection)
-	if election != "" {
-		if err := campaign.CheckElection(election); err != nil {
+	if election := c.String(flagElection); election != "" {
+		l, err := campaign.NewLayout(prefix, election)
+		if err != nil {
 			return err
 		}
+		one = &l
 	}
 	cc, err := parseConn(c)
 	if err != nil {
@@ -75,12 +78,12 @@ func statusAction(c *cli.Context) error {
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(c.Context), cc.dialTimeout)
 	defer cancel()
-	els, err := readElections(ctx, cli, prefix, election)
+	els, err := readElections(ctx, cli, prefix, one)
 	if err != nil {
 		return failf("status: %v", err)
 	}
 	if c.Bool(flagJSON) {
-		err = printJSON(os.Stdout, els, election != "")
+		err = printJSON(os.Stdout, els, one != nil)
 	} else {
 		err = printTable(os.Stdout, els)
 	}
@@ -96,16 +99,12 @@ func statusAction(c *cli.Context) error {
 }
 
 // readElections reads the candidates of one election, or of all under
-// prefix, in queue order, and the leaders' remaining TTLs. Keys that are
+// prefix when one is nil, in queue order, and the leaders' remaining TTLs. Keys that are
 // no term's are counted, not shown.
-func readElections(ctx context.Context, cli *clientv3.Client, prefix, election string) ([]electionJSON, error) {
+func readElections(ctx context.Context, cli *clientv3.Client, prefix string, one *campaign.Layout) ([]electionJSON, error) {
 	var found []campaign.Election
-	if election != "" {
-		l, err := campaign.NewLayout(prefix, election)
-		if err != nil {
-			return nil, err
-		}
-		e, _, err := campaign.ReadElection(ctx, cli, l)
+	if one != nil {
+		e, _, err := campaign.ReadElection(ctx, cli, *one)
 		if err != nil {
 			return nil, err
 		}

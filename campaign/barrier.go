@@ -191,55 +191,32 @@ func (t *Term) logWait(v view, last *view) {
 func (t *Term) waitEvent(ctx context.Context, v view) (map[clientv3.LeaseID]string, error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	watched := map[string]clientv3.LeaseID{}
-	var chans []clientv3.WatchChan
+	var keys []string
+	var leases []clientv3.LeaseID
 	for _, p := range []*term{v.s, v.q} {
 		if p == nil || (p == v.q && v.s != nil && v.s.lease == v.q.lease) {
 			continue
 		}
-		watched[p.key] = p.lease
-		chans = append(chans, t.c.cfg.Client.Watch(wctx, p.key, clientv3.WithRev(v.rev+1)))
+		keys, leases = append(keys, p.key), append(leases, p.lease)
 	}
-	resp, ok := first(wctx, chans)
-	if !ok {
-		if ctx.Err() != nil {
+	ws := t.watchAll(wctx, keys, v.rev)
+	for {
+		var w watched
+		select {
+		case w = <-ws:
+		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		return nil, nil
-	}
-	if err := resp.Err(); err != nil {
-		t.c.log.Debug("predecessor watch interrupted; looking again", "error", err)
-		return nil, nil
-	}
-	woke := map[clientv3.LeaseID]string{}
-	for _, ev := range resp.Events {
-		if l, ok := watched[string(ev.Kv.Key)]; ok {
-			woke[l] = string(ev.Kv.Key)
+		if !w.ok {
+			return nil, nil
 		}
-	}
-	return woke, nil
-}
-
-// first returns the first response with events or an error from any of
-// chans, or false when ctx ended or a channel closed.
-func first(ctx context.Context, chans []clientv3.WatchChan) (clientv3.WatchResponse, bool) {
-	out := make(chan clientv3.WatchResponse, len(chans))
-	for _, ch := range chans {
-		go func() {
-			for resp := range ch {
-				if resp.Err() != nil || len(resp.Events) > 0 {
-					out <- resp
-					return
-				}
-			}
-			out <- clientv3.WatchResponse{Canceled: true}
-		}()
-	}
-	select {
-	case resp := <-out:
-		return resp, !resp.Canceled || resp.Err() != nil
-	case <-ctx.Done():
-		return clientv3.WatchResponse{}, false
+		if err := w.resp.Err(); err != nil {
+			t.c.log.Debug("predecessor watch interrupted; looking again", "error", err)
+			return nil, nil
+		}
+		if len(w.resp.Events) > 0 {
+			return map[clientv3.LeaseID]string{leases[w.i]: keys[w.i]}, nil
+		}
 	}
 }
 

@@ -112,10 +112,8 @@ func (c *Campaigner) Campaign(ctx context.Context) (*Term, error) {
 	}
 	t.guard(t.Rev)
 	// The wait ends with the term: a deleted own key, a resign request.
-	wctx, cancel := context.WithCancelCause(ctx)
+	wctx, cancel := t.bound(ctx)
 	defer cancel(nil)
-	stop := context.AfterFunc(t.ctx, func() { cancel(context.Cause(t.ctx)) })
-	defer stop()
 	if !v.clear() {
 		go t.renewWhileWaiting(wctx)
 		if err := t.wait(wctx, v); err != nil {

@@ -173,6 +173,18 @@ func fromWatch(t *testing.T, err, want error) {
 	}
 }
 
+// endsFromWatch waits for a waiting candidate's campaign to end, and checks
+// it ended with want from the guard's watch.
+func endsFromWatch(t *testing.T, b <-chan result, want error) {
+	t.Helper()
+	select {
+	case r := <-b:
+		fromWatch(t, r.err, want)
+	case <-time.After(safety):
+		t.Fatalf("the waiting campaign did not end with %v", want)
+	}
+}
+
 func hold(t *campaign.Term) <-chan error {
 	out := make(chan error, 1)
 	go func() { out <- t.Hold(context.Background(), func(time.Duration) {}) }()
@@ -261,12 +273,7 @@ func TestCampaign(t *testing.T) {
 		if _, err := cli.Delete(ctx, newest(t, cli, f.l)); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case r := <-b:
-			fromWatch(t, r.err, campaign.ErrKeyDeleted)
-		case <-time.After(safety):
-			t.Fatal("B did not notice its key was deleted")
-		}
+		endsFromWatch(t, b, campaign.ErrKeyDeleted)
 	})
 
 	// A put that moves the leader's key to another lease ends its term.
@@ -341,12 +348,7 @@ func TestCampaign(t *testing.T) {
 		if _, err := cli.Put(ctx, f.l.ResignKey(), bKey); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case r := <-b:
-			fromWatch(t, r.err, campaign.ErrResigned)
-		case <-time.After(safety):
-			t.Fatal("B did not hear the resign request")
-		}
+		endsFromWatch(t, b, campaign.ErrResigned)
 		// B's keys went with its revoked lease.
 		if c, _ := cli.Get(ctx, bKey, clientv3.WithCountOnly()); c.Count != 0 {
 			t.Error("B's key is still there")

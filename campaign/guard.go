@@ -42,46 +42,25 @@ func (t *Term) watchOwn(rev int64) error {
 // follow watches keys from rev+1 until one of them ends the term (the
 // error) or a watch is interrupted (nil).
 func (t *Term) follow(ctx context.Context, keys []string, rev int64) error {
-	type indexed struct {
-		i    int
-		resp clientv3.WatchResponse
-		ok   bool
-	}
-	out := make(chan indexed)
-	for i, k := range keys {
-		ch := t.c.cfg.Client.Watch(ctx, k, clientv3.WithRev(rev+1), clientv3.WithProgressNotify())
-		go func() {
-			for {
-				resp, ok := <-ch
-				select {
-				case out <- indexed{i, resp, ok}:
-				case <-ctx.Done():
-					return
-				}
-				if !ok {
-					return
-				}
-			}
-		}()
-	}
+	ws := t.watchAll(ctx, keys, rev, clientv3.WithProgressNotify())
 	for {
-		var in indexed
+		var w watched
 		select {
-		case in = <-out:
+		case w = <-ws:
 		case <-ctx.Done():
 			return nil
 		}
-		if !in.ok {
+		if !w.ok {
 			return nil
 		}
-		if err := in.resp.Err(); err != nil {
+		if err := w.resp.Err(); err != nil {
 			if Permanent(err) {
-				return fmt.Errorf("watch %s: %w", keys[in.i], err)
+				return fmt.Errorf("watch %s: %w", keys[w.i], err)
 			}
 			t.c.log.Debug("own-key watch interrupted; re-reading the key", "error", err)
 			return nil
 		}
-		for _, ev := range in.resp.Events {
+		for _, ev := range w.resp.Events {
 			if err := t.event(ev); err != nil {
 				return err
 			}

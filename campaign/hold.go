@@ -17,10 +17,8 @@ import (
 // reads, or ctx.Err(). Renewal errors alone never end it: while etcd is
 // unreachable the deadline stands still and the keeper's fence decides.
 func (t *Term) Hold(ctx context.Context, onRenew func(deadline time.Duration)) error {
-	ctx, cancel := context.WithCancelCause(ctx)
+	ctx, cancel := t.bound(ctx)
 	defer cancel(nil)
-	stop := context.AfterFunc(t.ctx, func() { cancel(context.Cause(t.ctx)) })
-	defer stop()
 	go func() { cancel(t.renewLoop(ctx, onRenew)) }()
 	<-ctx.Done()
 	return context.Cause(ctx)

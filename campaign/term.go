@@ -33,6 +33,17 @@ type Term struct {
 // errRevoked ends a term's context when the term itself ends it.
 var errRevoked = errors.New("term revoked")
 
+// bound is a context that ends with ctx or with the term, whichever is
+// first; its cause says why. The returned func ends it too.
+func (t *Term) bound(ctx context.Context) (context.Context, context.CancelCauseFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(t.ctx, func() { cancel(context.Cause(t.ctx)) })
+	return ctx, func(cause error) {
+		stop()
+		cancel(cause)
+	}
+}
+
 func (t *Term) front() {
 	if o := t.c.cfg.Observer; o != nil && !t.fronted.Swap(true) {
 		o.Front(t.Key)
