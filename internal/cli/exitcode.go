@@ -1,0 +1,99 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/etcdlead/etcdlead/internal/runner"
+)
+
+// Exit codes, after timeout(1), env(1), flock(1) and tini. A child's own code
+// (or 128+N for signal N) passes through unchanged.
+const (
+	exitOK         = 0
+	exitNoLeader   = 3   // status, resign: no leader
+	exitConflict   = 75  // not leader when --wait ended (--conflict-exit-code)
+	exitLostOnce   = 76  // --once: leadership lost while the command ran
+	exitTimeout    = 124 // --timeout: the command ran too long
+	exitFailure    = 125 // MERGE:supervisor.ExitFailure etcdlead failed: flags, configuration, etcd
+	exitCannotExec = 126 // MERGE:supervisor.ExitCannotExec COMMAND cannot be executed
+	exitNotFound   = 127 // MERGE:supervisor.ExitNotFound COMMAND not found
+)
+
+// exitError is an end of the CLI's own, outside a run: bad input, a command
+// that cannot run, status without a leader. A nil err exits silently.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+func withCode(code int, err error) error { return &exitError{code: code, err: err} }
+
+func failf(format string, args ...any) error {
+	return withCode(exitFailure, fmt.Errorf(format, args...))
+}
+
+// runEnd is how a run ended, with the code the user chose for losing.
+type runEnd struct {
+	*runner.Outcome
+	conflictCode int
+}
+
+func (e *runEnd) Unwrap() error { return e.Outcome }
+
+// exitCode is the one place that turns an outcome into a process exit
+// code. Its cases are README.md's "Exit codes" table, row for row
+// (exitcode_test.go holds them to it).
+func exitCode(err error) int {
+	var end *runEnd
+	var ee *exitError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &end):
+		switch end.Kind {
+		case runner.ChildExited, runner.Stopped:
+			return end.Code // the child's code, or 128+N; 0 without a child
+		case runner.NotLeader:
+			return end.conflictCode
+		case runner.LostOnce:
+			return exitLostOnce
+		case runner.TimedOut:
+			return exitTimeout
+		case runner.ExecFailed:
+			return end.Code // 126 or 127
+		}
+		return exitFailure // Refused, Unreachable, KeeperLost, Failed
+	case errors.As(err, &ee):
+		return ee.code
+	}
+	return exitFailure
+}
+
+// errorMessage is the one line printed for err, or "" for a silent exit.
+func errorMessage(err error) string {
+	var end *runEnd
+	var ee *exitError
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &end):
+		if end.Err == nil {
+			return ""
+		}
+	case errors.As(err, &ee):
+		if ee.err == nil {
+			return ""
+		}
+	}
+	return err.Error()
+}

@@ -1,0 +1,152 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlead/etcdlead/campaign"
+	"github.com/etcdlead/etcdlead/internal/etcdconn"
+)
+
+const flagResignTimeout = "timeout"
+
+func resignCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "resign",
+		Usage: "ask the leader to step down; it stops its command, revokes, and campaigns again from the back",
+		Description: "The leader itself steps down, so no two commands overlap. With --id, only if that\n" +
+			"id leads (else exit 3). If the leader does not step down within --timeout, exit\n" +
+			"125, or with --force delete its key in one compare-and-delete transaction on\n" +
+			"the key and its create revision: the next leader still waits for the old lease.",
+		Flags: append(electionFlags(),
+			&cli.StringFlag{Name: flagID, Usage: "resign only if this id leads"},
+			&cli.DurationFlag{Name: flagResignTimeout, Value: 30 * time.Second, Usage: "how long the leader has to step down"},
+			&cli.BoolFlag{Name: flagForce, Usage: "after --timeout, delete the leader's key"},
+		),
+		OnUsageError: usageError,
+		Action:       resignAction,
+	}
+}
+
+func resignAction(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return failf("resign takes no arguments, got %q: see etcdlead resign --help", c.Args().First())
+	}
+	election := c.String(flagElection)
+	if election == "" {
+		return failf("resign needs --election NAME")
+	}
+	l, err := campaign.NewLayout(c.String(flagPrefix), election)
+	if err != nil {
+		return err
+	}
+	cc, err := parseConn(c)
+	if err != nil {
+		return err
+	}
+	if c.Duration(flagResignTimeout) <= 0 {
+		return failf("--timeout %s must be positive", c.Duration(flagResignTimeout))
+	}
+	cli, err := etcdconn.New(cc)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	r := resigner{cli: cli, layout: l, timeout: c.Duration(flagResignTimeout), dial: cc.DialTimeout}
+	return r.resign(c.Context, c.String(flagID), c.Bool(flagForce))
+}
+
+type resigner struct {
+	cli           *clientv3.Client
+	layout        campaign.Layout
+	timeout, dial time.Duration
+}
+
+// bounded is a context for one request: each has --dial-timeout of its own,
+// also the delete that follows a --timeout longer than that.
+func (r resigner) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(clientv3.WithRequireLeader(ctx), r.dial)
+}
+
+func (r resigner) resign(ctx context.Context, id string, force bool) error {
+	rctx, cancel := r.bounded(ctx)
+	defer cancel()
+	el, rev, err := campaign.ReadElection(rctx, r.cli, r.layout)
+	if err != nil {
+		return failf("resign: %v", err)
+	}
+	p := r.layout.Prefix()
+	leader := el.Leader()
+	if leader == nil {
+		return withCode(exitNoLeader, fmt.Errorf("no leader in %s", p))
+	}
+	if id != "" && string(leader.Value) != id {
+		return withCode(exitNoLeader, fmt.Errorf("%s does not lead %s: %s does", id, p, leader.Value))
+	}
+	if _, err := r.cli.Put(rctx, r.layout.ResignKey(), string(leader.Key)); err != nil {
+		return failf("resign: %v", err)
+	}
+	defer r.clearRequest(string(leader.Key))
+	gone, err := r.waitGone(ctx, string(leader.Key), rev+1)
+	switch {
+	case err != nil:
+		return failf("resign: %v", err)
+	case gone:
+		fmt.Printf("%s stepped down from %s\n", leader.Value, p)
+		return nil
+	case !force:
+		return failf("%s did not step down within --timeout %s: retry, or add --force to delete its key", leader.Value, r.timeout)
+	}
+	// Compare on the create revision: a check-then-delete could hit the
+	// next leader's key. The term's sentinel stays, so every candidate
+	// still waits for the old lease.
+	dctx, dcancel := r.bounded(ctx)
+	defer dcancel()
+	tx, err := r.cli.Txn(dctx).
+		If(clientv3.Compare(clientv3.CreateRevision(string(leader.Key)), "=", leader.CreateRevision)).
+		Then(clientv3.OpDelete(string(leader.Key))).Commit()
+	if err != nil {
+		return failf("resign --force: %v", err)
+	}
+	if tx.Succeeded {
+		fmt.Printf("deleted the key of %s (%s); the next leader waits for its lease\n", leader.Value, leader.Key)
+	} else {
+		fmt.Printf("%s stepped down from %s\n", leader.Value, p)
+	}
+	return nil
+}
+
+// waitGone watches the leader's key for its deletion, up to the timeout.
+// fromRev follows the read that saw the key, so a step-down between that
+// read and the request is not missed.
+func (r resigner) waitGone(ctx context.Context, key string, fromRev int64) (bool, error) {
+	wctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), r.timeout)
+	defer cancel()
+	wch := r.cli.Watch(wctx, key, clientv3.WithRev(fromRev), clientv3.WithFilterPut())
+	for resp := range wch {
+		if err := resp.Err(); err != nil {
+			if errors.Is(wctx.Err(), context.DeadlineExceeded) {
+				return false, nil
+			}
+			return false, err
+		}
+		for range resp.Events {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// clearRequest removes the request if it still names this leader.
+func (r resigner) clearRequest(leaderKey string) {
+	ctx, cancel := r.bounded(context.Background())
+	defer cancel()
+	k := r.layout.ResignKey()
+	_, _ = r.cli.Txn(ctx).If(clientv3.Compare(clientv3.Value(k), "=", leaderKey)).
+		Then(clientv3.OpDelete(k)).Commit()
+}

@@ -1,0 +1,178 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlead/etcdlead/campaign"
+	"github.com/etcdlead/etcdlead/internal/etcdconn"
+)
+
+// candidateJSON is one candidate of an election, as `status --json` prints it.
+type candidateJSON struct {
+	ID    string `json:"id"`
+	Key   string `json:"key"`
+	Rev   int64  `json:"rev"`
+	Lease string `json:"lease"`
+	// TTL is the leader's remaining lease TTL in seconds (leader only).
+	TTL *int64 `json:"ttl_seconds,omitempty"`
+}
+
+// electionJSON is one election. The shape is stable: fields are only added.
+type electionJSON struct {
+	Election string          `json:"election"`
+	Prefix   string          `json:"prefix"`
+	Leader   *candidateJSON  `json:"leader"`
+	Waiting  []candidateJSON `json:"waiting"`
+	// Skipped counts keys under the election's prefixes that are no
+	// term's (put by hand or by another program, a nested election).
+	Skipped int `json:"skipped_keys"`
+	// Older counts earlier terms whose lease still lives without a queue
+	// key: the leader starts its command only once they are gone.
+	Older int `json:"older_terms"`
+}
+
+func statusCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "status",
+		Usage: "show the leader and the waiting candidates (exit 0 with a leader, 3 without)",
+		Description: "Without --election, every election under --prefix is shown. --json prints one\n" +
+			"election object with --election, else {\"elections\": [...]}.",
+		Flags:        append(electionFlags(), &cli.BoolFlag{Name: flagJSON, Usage: "print JSON"}),
+		OnUsageError: usageError,
+		Action:       statusAction,
+	}
+}
+
+func statusAction(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return failf("status takes no arguments, got %q: see etcdlead status --help", c.Args().First())
+	}
+	// One election's layout, or the prefix of all of them.
+	var one *campaign.Layout
+	prefix, err := campaign.NormalPrefix(c.String(flagPrefix))
+	if err != nil {
+		return err
+	}
+	if election := c.String(flagElection); election != "" {
+		l, err := campaign.NewLayout(prefix, election)
+		if err != nil {
+			return err
+		}
+		one = &l
+	}
+	cc, err := parseConn(c)
+	if err != nil {
+		return err
+	}
+	cli, err := etcdconn.New(cc)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(c.Context), cc.DialTimeout)
+	defer cancel()
+	els, err := readElections(ctx, cli, prefix, one)
+	if err != nil {
+		return failf("status: %v", err)
+	}
+	if c.Bool(flagJSON) {
+		err = printJSON(os.Stdout, els, one != nil)
+	} else {
+		err = printTable(os.Stdout, els)
+	}
+	if err != nil {
+		return failf("status: %v", err)
+	}
+	for _, e := range els {
+		if e.Leader != nil {
+			return nil
+		}
+	}
+	return withCode(exitNoLeader, nil)
+}
+
+// readElections reads the candidates of one election, or of all under
+// prefix when one is nil, in queue order, and the leaders' remaining TTLs. Keys that are
+// no term's are counted, not shown.
+func readElections(ctx context.Context, cli *clientv3.Client, prefix string, one *campaign.Layout) ([]electionJSON, error) {
+	var found []campaign.Election
+	if one != nil {
+		e, _, err := campaign.ReadElection(ctx, cli, *one)
+		if err != nil {
+			return nil, err
+		}
+		found = append(found, e)
+	} else {
+		resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+		if err != nil {
+			return nil, err
+		}
+		found = campaign.Elections(prefix, resp.Kvs)
+	}
+	els := []electionJSON{}
+	for _, e := range found {
+		el := electionJSON{Election: e.Name, Prefix: e.Layout.Prefix(), Waiting: []candidateJSON{}, Skipped: e.Skipped, Older: e.Older()}
+		for i, kv := range e.Queue {
+			cand := candidateJSON{ID: string(kv.Value), Key: string(kv.Key), Rev: kv.CreateRevision, Lease: fmt.Sprintf("%x", kv.Lease)}
+			if i > 0 {
+				el.Waiting = append(el.Waiting, cand)
+				continue
+			}
+			ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
+			if err != nil {
+				return nil, err
+			}
+			cand.TTL = &ttl.TTL
+			el.Leader = &cand
+		}
+		els = append(els, el)
+	}
+	return els, nil
+}
+
+func printJSON(w io.Writer, els []electionJSON, one bool) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if one {
+		return enc.Encode(els[0])
+	}
+	if els == nil {
+		els = []electionJSON{}
+	}
+	return enc.Encode(struct {
+		Elections []electionJSON `json:"elections"`
+	}{els})
+}
+
+func printTable(w io.Writer, els []electionJSON) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ELECTION\tROLE\tID\tREV\tTTL\tKEY")
+	for _, e := range els {
+		if e.Leader == nil {
+			fmt.Fprintf(tw, "%s\t(no leader)\t\t\t\t\n", e.Election)
+			continue
+		}
+		l := e.Leader
+		fmt.Fprintf(tw, "%s\tleader\t%s\t%d\t%ds\t%s\n", e.Election, l.ID, l.Rev, *l.TTL, l.Key)
+		for i, c := range e.Waiting {
+			fmt.Fprintf(tw, "%s\twaiting %d\t%s\t%d\t\t%s\n", e.Election, i+1, c.ID, c.Rev, c.Key)
+		}
+	}
+	for _, e := range els {
+		if e.Older > 0 {
+			fmt.Fprintf(tw, "%s\t(%d older term(s) whose lease lives: the leader waits for them)\t\t\t\t\n", e.Election, e.Older)
+		}
+		if e.Skipped > 0 {
+			fmt.Fprintf(tw, "%s\t(%d key(s) skipped: no candidate's)\t\t\t\t\n", e.Election, e.Skipped)
+		}
+	}
+	return tw.Flush()
+}

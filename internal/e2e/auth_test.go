@@ -1,0 +1,366 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlead/etcdlead/campaign"
+	"github.com/etcdlead/etcdlead/internal/etcdconn"
+	"github.com/etcdlead/etcdlead/internal/etcdtest"
+)
+
+const (
+	rootPassword  = "root-Pw-7f3a"
+	alicePassword = "alice-Pw-9q#Z!k2" // appears nowhere but in etcd and the sources under test
+)
+
+// startAuthEtcd starts etcd with auth enabled and a user alice whose role
+// may read and write only election "reports": the queue prefix
+// etcdlead/reports/, the sentinel prefix etcdlead/reports.lease/ and the
+// resign-request key etcdlead/reports.resign, as the README's
+// "Running against a secured etcd" sets them up. It returns the cluster and
+// a root client.
+func startAuthEtcd(t *testing.T) (*etcdtest.Cluster, *clientv3.Client) {
+	t.Helper()
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	c := cluster.Client(t)
+	ctx := ctxT(t)
+	steps := []func() error{
+		func() error { _, err := c.UserAdd(ctx, "root", rootPassword); return err },
+		func() error { _, err := c.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := c.RoleAdd(ctx, "etcdlead-reports"); return err },
+		func() error {
+			_, err := c.RoleGrantPermission(ctx, "etcdlead-reports", "etcdlead/reports/",
+				clientv3.GetPrefixRangeEnd("etcdlead/reports/"), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error {
+			_, err := c.RoleGrantPermission(ctx, "etcdlead-reports", "etcdlead/reports.lease/",
+				clientv3.GetPrefixRangeEnd("etcdlead/reports.lease/"), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error {
+			_, err := c.RoleGrantPermission(ctx, "etcdlead-reports", "etcdlead/reports.resign", "",
+				clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := c.UserAdd(ctx, "alice", alicePassword); return err },
+		func() error { _, err := c.UserGrantRole(ctx, "alice", "etcdlead-reports"); return err },
+		func() error { _, err := c.AuthEnable(ctx); return err },
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			t.Fatalf("auth setup: %v", err)
+		}
+	}
+	cfg := etcdtest.ClientConfig(cluster.Endpoints()...)
+	cfg.Username, cfg.Password = "root", rootPassword
+	root, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	return cluster, root
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A user whose role covers one election leads it, whichever way its password
+// is given; the password reaches neither the logs (at trace level) nor the
+// child's environment. The same user on another election, a wrong password
+// and no user at all are each one line and 125 at once, with nothing left in
+// etcd.
+func TestAuthPasswordSourcesAndRefusals(t *testing.T) {
+	t.Parallel()
+	cluster, root := startAuthEtcd(t)
+	ep := "--endpoints=" + cluster.Endpoints()[0]
+	pwFile := writeFile(t, "password", alicePassword+"\n")
+	// The child prints its whole environment.
+	run := func(env []string, flags ...string) outcome {
+		args := append([]string{"run", ep, "--election=reports", "--ttl=2s", "--log-level=trace"}, flags...)
+		return runEtcdlead(t, env, append(args, "--", "env")...)
+	}
+	for _, tc := range []struct {
+		name  string
+		env   []string
+		flags []string
+	}{
+		{"--password-file", nil, []string{"--user=alice", "--password-file=" + pwFile}},
+		{"ETCDLEAD_PASSWORD", []string{"ETCDLEAD_PASSWORD=" + alicePassword}, []string{"--user=alice"}},
+		{"ETCDCTL_PASSWORD", []string{"ETCDCTL_USER=alice", "ETCDCTL_PASSWORD=" + alicePassword}, nil},
+		{"ETCDCTL_USER=user:password", []string{"ETCDCTL_USER=alice:" + alicePassword}, nil},
+		{"ETCDLEAD_USER=user:password", []string{"ETCDLEAD_USER=alice:" + alicePassword}, nil},
+		{"ETCDLEAD_PASSWORD_FILE", []string{"ETCDLEAD_USER=alice", "ETCDLEAD_PASSWORD_FILE=" + pwFile}, nil},
+	} {
+		o := run(tc.env, tc.flags...)
+		if o.code != 0 || !strings.Contains(o.stdout, "ETCDLEAD_NAME=reports\n") {
+			t.Fatalf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", tc.name, o.code, o.stdout, o.stderr)
+		}
+		if !strings.Contains(o.stderr, "[DEBUG] etcdlead.keeper: child started") {
+			t.Errorf("%s: no debug lines, so the log check proves less:\n%s", tc.name, o.stderr)
+		}
+		if strings.Contains(o.stdout, alicePassword) {
+			t.Errorf("%s: the child's environment holds the password:\n%s", tc.name, o.stdout)
+		}
+		if strings.Contains(o.stderr, alicePassword) {
+			t.Errorf("%s: the log holds the password:\n%s", tc.name, o.stderr)
+		}
+	}
+	nothingLeft(t, root, "etcdlead/")
+
+	line := run(nil, "--user=alice", "--password-file="+pwFile, "--election=other").failure(t, 125,
+		"permission denied", `etcd user "alice" may not use key "etcdlead/other/`,
+		`readwrite on prefix "etcdlead/other/", on prefix "etcdlead/other.lease/" and on key "etcdlead/other.resign"`)
+	t.Logf("another election: %s", line)
+	nothingLeft(t, root, "etcdlead/")
+
+	wrong := "wrong-" + alicePassword
+	o := run([]string{"ETCDLEAD_PASSWORD=" + wrong}, "--user=alice")
+	line = o.failure(t, 125, `etcd refused user "alice"`, "authentication failed", "check --user and the password")
+	if strings.Contains(o.stderr, wrong) {
+		t.Errorf("the log holds the wrong password:\n%s", o.stderr)
+	}
+	t.Logf("wrong password: %s", line)
+	line = run(nil, "--user=alice").failure(t, 125, `user "alice" has no password`, "--password-file")
+	t.Logf("no password: %s", line)
+	line = run(nil).failure(t, 125, "etcd has authentication enabled", "give --user")
+	t.Logf("no user: %s", line)
+	line = runEtcdlead(t, nil, "resign", ep, "--election=other", "--user=alice", "--password-file="+pwFile).failure(t, 125,
+		"permission denied", `may not use key "etcdlead/other/"`)
+	t.Logf("resign of another election: %s", line)
+	nothingLeft(t, root, "etcdlead/")
+}
+
+// The whole life of an election under a role that covers only it: a leader,
+// a waiter that watches it and checks its lease, `etcdlead resign` through
+// the resign-request key, and the handover.
+func TestAuthRoleCoversWholeElection(t *testing.T) {
+	t.Parallel()
+	root, e, pw, c1, c2 := aliceLeaderAndWaiter(t)
+	out, errs, code := e.etcdleadCmd("resign", "--election=reports", "--user=alice", pw)
+	if code != 0 || !strings.Contains(out, "c1 stepped down") {
+		t.Fatalf("resign as alice: exit %d, %q %q", code, out, errs)
+	}
+	c2.out.waitFor(t, "c2", "ready", 0)
+	c1.log.waitFor(t, "c1", "waiting on predecessor", 0)
+	stopAll(t, e, c1, c2)
+	for _, c := range []*candidate{c1, c2} {
+		for _, bad := range []string{"permission denied", "renewal failed", "campaign failed", alicePassword} {
+			if _, ok := c.log.find(bad); ok {
+				t.Errorf("%s logged %q:\n%s", c.name, bad, c.log)
+			}
+		}
+	}
+	nothingLeft(t, root, "etcdlead/")
+}
+
+// With a user, etcdlead started while etcd is down waits for it, as it does
+// without one: clientv3.New would log in at once and fail.
+func TestAuthEtcdDownAtStart(t *testing.T) {
+	t.Parallel()
+	cluster, _ := startAuthEtcd(t)
+	m := cluster.Member(0)
+	m.Stop(t)
+	e := newEnv(t, cluster.Endpoints())
+	e.prefix = "etcdlead/"
+	c := e.start("early", append([]string{"--election=reports", "--user=alice", "--dial-timeout=500ms"}, fast...),
+		e.probe(), "ETCDLEAD_PASSWORD="+alicePassword)
+	c.log.waitFor(t, "early", "campaign failed", 0)
+	m.RestartAs(t, "root", rootPassword)
+	c.out.waitFor(t, "early", "ready", 0)
+	c.signal(t, syscall.SIGTERM)
+	c.exit(t)
+}
+
+// authenticates counts the logins etcd has answered since it started, from
+// its own gRPC metrics.
+func authenticates(t *testing.T, m *etcdtest.Member) int {
+	t.Helper()
+	resp, err := http.Get(m.MetricsURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, "grpc_server_handled_total{") && strings.Contains(l, `grpc_method="Authenticate"`) {
+			f := strings.Fields(l)
+			v, err := strconv.ParseFloat(f[len(f)-1], 64)
+			if err != nil {
+				t.Fatalf("metrics line %q: %v", l, err)
+			}
+			n += int(v)
+		}
+	}
+	return n
+}
+
+// The client logs in once, keeps the token for every request and lease
+// renewal (so a renewal costs etcd no password hash), and logs in again
+// when etcd rejects the token: a restarted etcd has forgotten its (simple)
+// tokens.
+func TestAuthTokenRenewedWhenRejected(t *testing.T) {
+	t.Parallel()
+	cluster, _ := startAuthEtcd(t)
+	cli, err := etcdconn.New(etcdconn.Config{Endpoints: cluster.Endpoints(), DialTimeout: 5 * time.Second,
+		User: "alice", Password: alicePassword})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	get := func(when string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), safety)
+		defer cancel()
+		if _, err := cli.Get(ctx, "etcdlead/reports/x"); err != nil {
+			t.Fatalf("get %s: %v", when, err)
+		}
+	}
+	m := cluster.Member(0)
+	busy := func(when string) {
+		t.Helper()
+		before := authenticates(t, m) // the test's own root logins
+		lease, err := cli.Grant(ctxT(t), 5)
+		if err != nil {
+			t.Fatalf("grant %s: %v", when, err)
+		}
+		for range 10 {
+			get(when)
+			if _, err := cli.KeepAliveOnce(ctxT(t), lease.ID); err != nil {
+				t.Fatalf("renewal %s: %v", when, err)
+			}
+		}
+		if n := authenticates(t, m) - before; n != 1 {
+			t.Errorf("%s: etcd answered %d logins for 10 reads and 10 renewals, want 1", when, n)
+		}
+	}
+	busy("from the start")
+	m.RestartAs(t, "root", rootPassword)
+	busy("after etcd restarted")
+}
+
+// Without etcd, a client with a user is still made, and a request fails as
+// an unreachable etcd does: retried, not permanent.
+func TestAuthClientDoesNotDialAtStart(t *testing.T) {
+	t.Parallel()
+	cli, err := etcdconn.New(etcdconn.Config{Endpoints: []string{"127.0.0.1:1"}, DialTimeout: 200 * time.Millisecond,
+		User: "alice", Password: alicePassword})
+	if err != nil {
+		t.Fatalf("etcdconn.New with etcd down: %v", err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err = cli.Get(ctx, "x")
+	if !errors.Is(err, context.DeadlineExceeded) || campaign.Permanent(err) {
+		t.Fatalf("get with etcd down: %v (permanent %v), want a deadline that is retried", err, campaign.Permanent(err))
+	}
+}
+
+// A candidate whose permission is revoked while it waits gets 125 and a
+// "permission denied" line when it next needs the queue: not the conflict
+// code, as if another candidate led.
+func TestAuthPermissionRevokedWhileWaiting(t *testing.T) {
+	t.Parallel()
+	root, _, _, c1, c2 := aliceLeaderAndWaiter(t)
+	if _, err := root.RoleRevokePermission(ctxT(t), "etcdlead-reports", "etcdlead/reports/",
+		clientv3.GetPrefixRangeEnd("etcdlead/reports/")); err != nil {
+		t.Fatal(err)
+	}
+	c1.signal(t, syscall.SIGTERM)
+	c1.exit(t)
+	if code := c2.exit(t); code != 125 {
+		t.Errorf("c2 exit %d, want 125", code)
+	}
+	if _, ok := c2.log.find("permission denied"); !ok {
+		t.Errorf("c2 did not say permission denied:\n%s", c2.log)
+	}
+	if _, ok := c2.out.find("ready"); ok {
+		t.Error("c2 started a child without permission")
+	}
+	// c1 could not revoke its lease any more (etcd checks the lease's keys
+	// against the role), nor maybe c2: the keys go when the leases expire.
+	if _, ok := c1.log.find("may not revoke lease"); !ok {
+		t.Errorf("c1 did not explain its failed revoke:\n%s", c1.log)
+	}
+	waitEmpty(t, root, "etcdlead/")
+	nothingLeft(t, root, "etcdlead/")
+}
+
+// waitEmpty waits until no key is left under prefix, watching for deletes.
+func waitEmpty(t *testing.T, cli *clientv3.Client, prefix string) {
+	t.Helper()
+	ctx := ctxT(t)
+	for {
+		resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Count == 0 {
+			return
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		wch := cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1), clientv3.WithFilterPut())
+		select {
+		case <-wch:
+		case <-ctx.Done():
+			t.Fatalf("keys under %s still there after %s", prefix, safety)
+		}
+		cancel()
+	}
+}
+
+// aliceLeaderAndWaiter starts an etcd with auth and, as user alice, a
+// leader c1 and a waiter c2 in election "reports".
+func aliceLeaderAndWaiter(t *testing.T) (*clientv3.Client, *env, string, *candidate, *candidate) {
+	t.Helper()
+	cluster, root := startAuthEtcd(t)
+	e := newEnv(t, cluster.Endpoints())
+	e.prefix = "etcdlead/"
+	pw := "--password-file=" + writeFile(t, "password", alicePassword)
+	flags := append([]string{"--election=reports", "--user=alice", pw}, fast...)
+	c1, c2 := e.leaderAndWaiter(flags)
+	return root, e, pw, c1, c2
+}
+
+// A role that may not read the resign-request key: the candidate needs it
+// (it watches for requests from its first transaction on), so the refusal
+// is one line and 125 before any child starts, not a child stopped at once
+// after every start.
+func TestAuthRoleWithoutResignKeyIsRefused(t *testing.T) {
+	t.Parallel()
+	cluster, root := startAuthEtcd(t)
+	if _, err := root.RoleRevokePermission(ctxT(t), "etcdlead-reports", "etcdlead/reports.resign", ""); err != nil {
+		t.Fatal(err)
+	}
+	pw := "--password-file=" + writeFile(t, "password", alicePassword)
+	o := runEtcdlead(t, nil, "run", "--endpoints="+cluster.Endpoints()[0], "--election=reports", "--user=alice", pw,
+		"--ttl=2s", "--", "sh", "-c", "echo started")
+	o.failure(t, 125, "permission denied", `on key "etcdlead/reports.resign"`)
+	if o.stdout != "" {
+		t.Errorf("a child ran: %q", o.stdout)
+	}
+	nothingLeft(t, root, "etcdlead/")
+}

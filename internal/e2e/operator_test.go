@@ -1,0 +1,354 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/etcdlead/etcdlead/internal/etcdtest"
+	"github.com/etcdlead/etcdlead/internal/ops"
+)
+
+// etcdleadCmd runs an etcdlead command to its end with this env's endpoints
+// and prefix and returns its stdout, stderr and exit code.
+func (e *env) etcdleadCmd(args ...string) (string, string, int) {
+	e.t.Helper()
+	full := append([]string{args[0], "--endpoints=" + strings.Join(e.endpoints, ","), "--prefix=" + e.prefix}, args[1:]...)
+	cmd := exec.Command(etcdleadBin(), full...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if strings.Contains(errb.String(), "WARNING: DATA RACE") {
+		e.t.Errorf("etcdlead %v: the race detector found a data race:\n%s", args, errb.String())
+	}
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		e.t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// electionJSON and candidateJSON are the schema README.md documents for
+// `status --json`, written out here rather than taken from the CLI, so a
+// renamed field fails these tests.
+type electionJSON struct {
+	Election string          `json:"election"`
+	Prefix   string          `json:"prefix"`
+	Leader   *candidateJSON  `json:"leader"`
+	Waiting  []candidateJSON `json:"waiting"`
+	Skipped  int             `json:"skipped_keys"`
+	Older    int             `json:"older_terms"`
+}
+
+type candidateJSON struct {
+	ID    string `json:"id"`
+	Key   string `json:"key"`
+	Rev   int64  `json:"rev"`
+	Lease string `json:"lease"`
+	TTL   *int64 `json:"ttl_seconds,omitempty"`
+}
+
+func (e *env) status(t *testing.T, election string) electionJSON {
+	t.Helper()
+	out, errs, code := e.etcdleadCmd("status", "--election="+election, "--json")
+	if code != 0 && code != 3 {
+		t.Fatalf("status exit %d: %s", code, errs)
+	}
+	var el electionJSON
+	if err := json.Unmarshal([]byte(out), &el); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, out)
+	}
+	if (el.Leader != nil) != (code == 0) {
+		t.Fatalf("status exit %d does not match leader %+v", code, el.Leader)
+	}
+	return el
+}
+
+func ids(cs []candidateJSON) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.ID)
+	}
+	return out
+}
+
+// status shows the queue; resign makes the leader step down by itself and
+// queue again at the back; --id guards against resigning the wrong one.
+func TestStatusAndResign(t *testing.T) {
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	e := newEnv(t, cluster.Endpoints())
+	var cs []*candidate
+	for _, n := range []string{"c1", "c2", "c3"} {
+		c := e.start(n, fast, e.probe())
+		if n == "c1" {
+			c.out.waitFor(t, n, "ready", 0)
+		} else {
+			c.log.waitFor(t, n, "waiting on predecessor", 0)
+		}
+		cs = append(cs, c)
+	}
+	el := e.status(t, "probe")
+	if el.Leader == nil || el.Leader.ID != "c1" || strings.Join(ids(el.Waiting), ",") != "c2,c3" {
+		t.Fatalf("status = %+v, want leader c1 then c2, c3", el)
+	}
+	if _, errs, code := e.etcdleadCmd("resign", "--election=probe", "--id=c2"); code != 3 || !strings.Contains(errs, "c2 does not lead") {
+		t.Fatalf("resign --id c2: exit %d, %q; want 3 and a message", code, errs)
+	}
+	out, errs, code := e.etcdleadCmd("resign", "--election=probe", "--id=c1")
+	if code != 0 || !strings.Contains(out, "c1 stepped down") {
+		t.Fatalf("resign: exit %d, %q %q", code, out, errs)
+	}
+	cs[1].out.waitFor(t, "c2", "ready", 0)
+	cs[0].stoppedBySupervisor(t)
+	_, i := cs[0].log.waitFor(t, "c1", "resign requested", 0)
+	cs[0].log.waitFor(t, "c1", "waiting on predecessor", i)
+	el = e.status(t, "probe")
+	if el.Leader == nil || el.Leader.ID != "c2" || strings.Join(ids(el.Waiting), ",") != "c3,c1" {
+		t.Fatalf("after resign, status = %+v, want c2 leading, then c3, c1", el)
+	}
+	stopAll(t, e, cs...)
+	if _, _, code := e.etcdleadCmd("status", "--election=probe"); code != 3 {
+		t.Fatalf("status with no leader: exit %d, want 3", code)
+	}
+}
+
+// A newcomer that arrives while the leader steps down must not overlap with
+// the old child, which here takes its whole kill timeout to die.
+func TestResignWithNewcomerArriving(t *testing.T) {
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	e := newEnv(t, cluster.Endpoints())
+	c1 := e.start("c1", slow, e.probe("-ignore-term"))
+	c1.out.waitFor(t, "c1", "ready", 0)
+	done := make(chan int, 1)
+	go func() { _, _, code := e.etcdleadCmd("resign", "--election=probe"); done <- code }()
+	c1.out.waitFor(t, "c1", "signal SIGTERM", 0)
+	c2 := e.start("c2", slow, e.probe()) // arrives during the step-down
+	if code := <-done; code != 0 {
+		t.Fatalf("resign exit %d", code)
+	}
+	c1.stoppedBySupervisor(t)
+	c2.out.waitFor(t, "c2", "ready", 0)
+	stopAll(t, e, c1, c2)
+}
+
+// A leader that does not answer (frozen) is removed with --force after
+// --timeout; the successor still waits for its lease, which the frozen
+// leader's keeper outlives only after killing the child.
+func TestResignForce(t *testing.T) {
+	t.Parallel() // it mostly waits: for a lease to end, a freeze, a --wait
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	e := newEnv(t, cluster.Endpoints())
+	c1, c2 := e.leaderAndWaiter(slow)
+	c1.signal(t, syscall.SIGSTOP)
+	_, errs, code := e.etcdleadCmd("resign", "--election=probe", "--timeout=500ms")
+	if code != 125 || !strings.Contains(errs, "add --force") {
+		t.Fatalf("resign without --force: exit %d, %q", code, errs)
+	}
+	out, _, code := e.etcdleadCmd("resign", "--election=probe", "--timeout=500ms", "--force")
+	if code != 0 || !strings.Contains(out, "deleted the key of c1") {
+		t.Fatalf("resign --force: exit %d, %q", code, out)
+	}
+	c2.out.waitFor(t, "c2", "ready", 0)
+	c1.signal(t, syscall.SIGCONT)
+	stopAll(t, e, c1, c2)
+}
+
+// Cron singletons: the same job fired on three machines at about the same
+// time runs once; the others exit 75 at once.
+func TestCronSingleton(t *testing.T) {
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	e := newEnv(t, cluster.Endpoints())
+	cron := append(fast, "--election=job", "--once", "--no-wait", "--hold-at-least=5s")
+	var cs []*candidate
+	for _, n := range []string{"m1", "m2", "m3"} {
+		cs = append(cs, e.start(n, cron, e.probe("-exit", "0")))
+	}
+	codes := map[int]int{}
+	for _, c := range cs {
+		codes[c.exit(t)]++
+	}
+	if codes[0] != 1 || codes[75] != 2 {
+		t.Fatalf("exit codes %v, want one 0 and two 75", codes)
+	}
+	if runs := e.jobRuns(t); runs != 1 {
+		t.Fatalf("the job ran %d times, want once", runs)
+	}
+}
+
+// --hold-at-least for its purpose: a copy fired after the job ended, but
+// within the hold, finds a leader and does not run the job again.
+func TestHoldAtLeastKeepsLateCopyOut(t *testing.T) {
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	e := newEnv(t, cluster.Endpoints())
+	cron := append(fast, "--election=job", "--once", "--no-wait", "--hold-at-least=30s")
+	m1 := e.start("m1", cron, e.probe("-exit", "0"))
+	m1.log.waitFor(t, "m1", "holding leadership", 0)
+	m2 := e.start("m2", cron, e.probe("-exit", "0"))
+	if got := m2.exit(t); got != 75 {
+		t.Errorf("the late copy exited %d, want 75", got)
+	}
+	m1.signal(t, syscall.SIGTERM)
+	if got := m1.exit(t); got != 0 {
+		t.Errorf("the holder exited %d, want the job's 0", got)
+	}
+	if runs := e.jobRuns(t); runs != 1 {
+		t.Fatalf("the job ran %d times, want once", runs)
+	}
+}
+
+func TestNoWaitWithoutLeaderRuns(t *testing.T) {
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	e := newEnv(t, cluster.Endpoints())
+	c := e.start("solo", append(fast, "--no-wait"), e.probe("-exit", "4"))
+	if got := c.exit(t); got != 4 {
+		t.Fatalf("exit %d, want the child's 4", got)
+	}
+	down := newEnv(t, []string{"127.0.0.1:1"})
+	c = down.start("nowhere", append(fast, "--no-wait", "--dial-timeout=300ms"), down.probe())
+	if got := c.exit(t); got != 125 {
+		t.Fatalf("--no-wait with etcd unreachable: exit %d, want 125", got)
+	}
+}
+
+func TestOnceExits76WhenLeadershipLost(t *testing.T) {
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	e := newEnv(t, cluster.Endpoints())
+	c := e.start("once", append(fast, "--once"), e.probe())
+	c.out.waitFor(t, "once", "ready", 0)
+	key, _ := leaseOf(t, cluster.Client(t), e.prefix, "once")
+	if _, err := cluster.Client(t).Delete(ctxT(t), key); err != nil {
+		t.Fatal(err)
+	}
+	c.stoppedBySupervisor(t)
+	if got := c.exit(t); got != 76 {
+		t.Fatalf("exit %d, want 76", got)
+	}
+}
+
+func TestTimeoutExits124(t *testing.T) {
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	e := newEnv(t, cluster.Endpoints())
+	c := e.start("slowjob", append(fast, "--timeout=1s"), e.probe())
+	c.out.waitFor(t, "slowjob", "signal SIGTERM", 0)
+	if got := c.exit(t); got != 124 {
+		t.Fatalf("exit %d, want 124", got)
+	}
+}
+
+func TestRestartPolicies(t *testing.T) {
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	e := newEnv(t, cluster.Endpoints())
+	c := e.start("always", append(fast, "--restart=always"), e.probe("-exit", "0"))
+	_, i := c.out.waitFor(t, "always", "ready", 0)
+	c.out.waitFor(t, "always", "ready", i+1)
+	c.signal(t, syscall.SIGTERM)
+	if got := c.exit(t); got != 0 {
+		t.Fatalf("--restart=always stopped while backing off: exit %d, want 0", got)
+	}
+	c = e.start("onfail-ok", append(fast, "--restart=on-failure"), e.probe("-exit", "0"))
+	if got := c.exit(t); got != 0 {
+		t.Fatalf("--restart=on-failure, exit 0: got %d", got)
+	}
+	c = e.start("onfail", append(fast, "--restart=on-failure"), e.probe("-exit", "3"))
+	_, i = c.out.waitFor(t, "onfail", "ready", 0)
+	c.out.waitFor(t, "onfail", "ready", i+1)
+	c.signal(t, syscall.SIGTERM)
+	c.exit(t)
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// /leader answers 200 on exactly one instance; /healthz on both.
+func TestHTTPStatusEndpoints(t *testing.T) {
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	e := newEnv(t, cluster.Endpoints())
+	a1, a2 := freeAddr(t), freeAddr(t)
+	c1 := e.start("c1", append(fast, "--status-addr="+a1), e.probe())
+	c1.out.waitFor(t, "c1", "ready", 0)
+	c2 := e.start("c2", append(fast, "--status-addr="+a2), e.probe())
+	c2.log.waitFor(t, "c2", "waiting on predecessor", 0)
+	for addr, want := range map[string]int{a1: 200, a2: 503} {
+		if code, _ := httpGet(t, "http://"+addr+"/leader"); code != want {
+			t.Errorf("%s/leader = %d, want %d", addr, code, want)
+		}
+		if code, body := httpGet(t, "http://"+addr+"/healthz"); code != 200 {
+			t.Errorf("%s/healthz = %d %q, want 200", addr, code, body)
+		}
+	}
+	_, body := httpGet(t, "http://"+a1+"/status")
+	var s ops.Instance
+	if err := json.Unmarshal([]byte(body), &s); err != nil || s.Role != ops.RoleLeading || !s.Leading || s.ID != "c1" || s.Rev == 0 {
+		t.Errorf("/status = %s (%v)", body, err)
+	}
+	_, metrics := httpGet(t, "http://"+a1+"/metrics")
+	for _, want := range []string{"etcdlead_is_leader 1", `etcdlead_leadership_changes_total{reason="elected"} 1`,
+		"etcdlead_child_starts_total 1", "etcdlead_renewal_duration_seconds_count"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	stopAll(t, e, c1, c2)
+}
+
+// Type=notify: READY=1 once campaigning, STATUS= with the role, and
+// WATCHDOG=1 while renewals succeed, through a socket the test opens.
+func TestSdNotify(t *testing.T) {
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	e := newEnv(t, cluster.Endpoints())
+	sock := filepath.Join(t.TempDir(), "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := e.start("sd", fast, e.probe(), "NOTIFY_SOCKET="+sock, "WATCHDOG_USEC=400000")
+	want := []string{"READY=1", "STATUS=leading", "WATCHDOG=1"}
+	buf := make([]byte, 4096)
+	deadline := time.Now().Add(safety)
+	var got []string
+	for len(want) > 0 {
+		_ = conn.SetReadDeadline(deadline)
+		n, err := conn.Read(buf)
+		if err != nil {
+			t.Fatalf("still waiting for %q; got %q: %v", want[0], got, err)
+		}
+		msg := string(buf[:n])
+		got = append(got, msg)
+		if strings.HasPrefix(msg, want[0]) {
+			want = want[1:]
+		}
+	}
+	c.signal(t, syscall.SIGTERM)
+	c.exit(t)
+}

@@ -1,0 +1,72 @@
+package ops
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Instance is /status: this instance's own view, in the shape of one
+// entry of `etcdlead status --json` plus what only the instance knows.
+type Instance struct {
+	Election string `json:"election"`
+	ID       string `json:"id"`
+	Role     string `json:"role"`
+	Healthy  bool   `json:"healthy"`
+	Leading  bool   `json:"leading"`
+	Key      string `json:"key,omitempty"`
+	Rev      int64  `json:"rev,omitempty"`
+	Lease    string `json:"lease,omitempty"`
+	ChildPid int    `json:"child_pid,omitempty"`
+}
+
+func (m *Monitor) Snapshot() Instance {
+	healthy, leading := m.Healthy(), m.Leading()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := Instance{Election: m.election, ID: m.id, Role: m.role, Healthy: healthy, Leading: leading,
+		Key: m.key, Rev: m.rev, ChildPid: m.childPid}
+	if m.lease != 0 {
+		s.Lease = fmt.Sprintf("%x", m.lease)
+	}
+	return s
+}
+
+// Serve listens at once, so a bad address fails the start, and serves
+// until the returned close function is called.
+func Serve(addr string, m *Monitor) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--status-addr: %v", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		answer(w, m.Healthy(), "renewals succeed", "etcd not reached within one TTL")
+	})
+	mux.HandleFunc("/leader", func(w http.ResponseWriter, _ *http.Request) {
+		answer(w, m.Leading(), "leading", "not leading")
+	})
+	mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(m.Snapshot())
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(m.m.reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return func() { _ = srv.Close() }, nil
+}
+
+func answer(w http.ResponseWriter, ok bool, yes, no string) {
+	if ok {
+		fmt.Fprintln(w, yes)
+		return
+	}
+	w.WriteHeader(http.StatusServiceUnavailable)
+	fmt.Fprintln(w, no)
+}

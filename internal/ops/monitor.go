@@ -1,0 +1,173 @@
+package ops
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Roles of this instance, as /status, STATUS= and the logs name them.
+const (
+	RoleStarting    = "starting"
+	RoleCampaigning = "campaigning"
+	RoleLeading     = "leading"
+	RoleHolding     = "holding" // leading after the command ended (--hold-at-least)
+	RoleBackingOff  = "backing-off"
+	RoleStopping    = "stopping"
+)
+
+// Monitor is what this instance knows about itself, for /healthz, /leader,
+// /status, /metrics and systemd. The campaign reports renewals to it; the
+// runner reports transitions.
+type Monitor struct {
+	election, id string
+	ttl          time.Duration
+	notify       func(state string) // sd_notify, or a no-op
+	ready        sync.Once
+
+	mu       sync.Mutex
+	role     string
+	key      string
+	rev      int64
+	lease    int64
+	childPid int
+	lastOK   time.Time // last successful contact with etcd: queued or renewed
+	failing  bool
+
+	m metrics
+}
+
+type metrics struct {
+	reg        *prometheus.Registry
+	isLeader   prometheus.Gauge
+	changes    *prometheus.CounterVec
+	renewal    prometheus.Histogram
+	renewFails prometheus.Counter
+	fences     prometheus.Counter
+	barrier    prometheus.Counter
+	starts     prometheus.Counter
+	exits      *prometheus.CounterVec
+}
+
+func newMetrics() metrics {
+	m := metrics{
+		reg: prometheus.NewRegistry(),
+		isLeader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcdlead_is_leader",
+			Help: "1 while this instance leads and its command runs."}),
+		changes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdlead_leadership_changes_total",
+			Help: "Terms this instance won (reason=elected) or ended, by reason."}, []string{"reason"}),
+		renewal: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "etcdlead_renewal_duration_seconds",
+			Help: "Latency of successful lease renewals.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
+		renewFails: prometheus.NewCounter(prometheus.CounterOpts{Name: "etcdlead_renewal_failures_total",
+			Help: "Lease renewals that failed."}),
+		fences: prometheus.NewCounter(prometheus.CounterOpts{Name: "etcdlead_fence_firings_total",
+			Help: "Times the keeper stopped the command because the lease deadline came close."}),
+		barrier: prometheus.NewCounter(prometheus.CounterOpts{Name: "etcdlead_barrier_waits_total",
+			Help: "Times a predecessor's lease outlived its key and this instance waited for it."}),
+		starts: prometheus.NewCounter(prometheus.CounterOpts{Name: "etcdlead_child_starts_total",
+			Help: "Commands started."}),
+		exits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdlead_child_exits_total",
+			Help: "Commands ended, by exit code."}, []string{"code"}),
+	}
+	m.reg.MustRegister(m.isLeader, m.changes, m.renewal, m.renewFails, m.fences, m.barrier, m.starts, m.exits)
+	return m
+}
+
+// New returns the monitor of one candidate; notify receives sd_notify
+// states (Notify, or nil for none).
+func New(election, id string, ttl time.Duration, notify func(string)) *Monitor {
+	if notify == nil {
+		notify = func(string) {}
+	}
+	return &Monitor{election: election, id: id, ttl: ttl, notify: notify, role: RoleStarting, m: newMetrics()}
+}
+
+// Renewed implements campaign.Observer.
+func (m *Monitor) Renewed(latency time.Duration, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil {
+		m.failing = true
+		m.m.renewFails.Inc()
+		return
+	}
+	m.failing = false
+	m.lastOK = time.Now()
+	m.m.renewal.Observe(latency.Seconds())
+}
+
+// BarrierWait implements campaign.Observer.
+func (m *Monitor) BarrierWait() { m.m.barrier.Inc() }
+
+// Queued: connected and campaigning, at key.
+func (m *Monitor) Queued(key string) {
+	m.mu.Lock()
+	m.lastOK = time.Now()
+	m.failing = false
+	m.mu.Unlock()
+	m.ready.Do(func() { m.notify("READY=1") })
+	m.SetRole(RoleCampaigning)
+}
+
+func (m *Monitor) SetRole(role string) {
+	m.mu.Lock()
+	changed := m.role != role
+	m.role = role
+	m.mu.Unlock()
+	if changed {
+		m.notify("STATUS=" + role + " " + m.election + " as " + m.id)
+	}
+}
+
+func (m *Monitor) Elected(key string, rev, lease int64) {
+	m.mu.Lock()
+	m.key, m.rev, m.lease = key, rev, lease
+	m.mu.Unlock()
+	m.m.changes.WithLabelValues("elected").Inc()
+}
+
+func (m *Monitor) ChildStarted(pid int) {
+	m.mu.Lock()
+	m.childPid = pid
+	m.mu.Unlock()
+	m.m.starts.Inc()
+	m.m.isLeader.Set(1)
+	m.SetRole(RoleLeading)
+}
+
+func (m *Monitor) ChildExited(code int, fenced bool) {
+	m.mu.Lock()
+	m.childPid = 0
+	m.mu.Unlock()
+	m.m.isLeader.Set(0)
+	m.m.exits.WithLabelValues(strconv.Itoa(code)).Inc()
+	if fenced {
+		m.m.fences.Inc()
+	}
+}
+
+func (m *Monitor) TermEnded(reason string) {
+	m.mu.Lock()
+	m.key, m.rev, m.lease = "", 0, 0
+	m.mu.Unlock()
+	m.m.changes.WithLabelValues(reason).Inc()
+}
+
+// Healthy: etcd answered within one TTL, and the last renewal did not fail.
+func (m *Monitor) Healthy() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return !m.failing && !m.lastOK.IsZero() && time.Since(m.lastOK) < m.ttl
+}
+
+// Leading: this instance leads and its command runs.
+func (m *Monitor) Leading() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.childPid != 0 && m.key != ""
+}
+
+// Say sends a free-form status line to systemd.
+func (m *Monitor) Say(status string) { m.notify("STATUS=" + status) }

@@ -1,0 +1,35 @@
+package runner
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// The variables that tell the child about its term (README.md, "The
+// child"). Some share a name with the flag variable that sets the same
+// value (ETCDLEAD_ID, ETCDLEAD_ENDPOINTS), on purpose.
+const (
+	EnvName      = "ETCDLEAD_NAME"
+	EnvKey       = "ETCDLEAD_KEY"
+	EnvRev       = "ETCDLEAD_REV"
+	EnvLease     = "ETCDLEAD_LEASE"
+	EnvID        = "ETCDLEAD_ID"
+	EnvEndpoints = "ETCDLEAD_ENDPOINTS"
+)
+
+// ChildVars are the variables termEnv sets; the inherited environment
+// must not hold them already.
+var ChildVars = []string{EnvName, EnvKey, EnvRev, EnvLease, EnvID, EnvEndpoints}
+
+// termEnv is what the child learns about its term.
+func (r *Runner) termEnv(t *Term) []string {
+	return []string{
+		EnvName + "=" + r.cfg.Election,
+		EnvKey + "=" + t.Key,
+		EnvRev + "=" + strconv.FormatInt(t.Rev, 10),
+		EnvLease + "=" + fmt.Sprintf("%x", t.Lease),
+		EnvID + "=" + r.cfg.ID,
+		EnvEndpoints + "=" + strings.Join(r.cfg.Endpoints, ","),
+	}
+}

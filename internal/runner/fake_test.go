@@ -1,0 +1,281 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/etcdlead/etcdlead/campaign"
+	"github.com/etcdlead/etcdlead/internal/ops"
+	"github.com/etcdlead/etcdlead/signals"
+	"github.com/etcdlead/etcdlead/supervisor"
+)
+
+// safety bounds every wait on an event; it is never what a test measures.
+const safety = 10 * time.Second
+
+// journal is the order in which the fakes saw things happen.
+type journal struct {
+	mu      sync.Mutex
+	events  []string
+	changed chan struct{}
+}
+
+func newJournal() *journal { return &journal{changed: make(chan struct{})} }
+
+func (j *journal) add(event string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.events = append(j.events, event)
+	close(j.changed)
+	j.changed = make(chan struct{})
+}
+
+func (j *journal) String() string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return strings.Join(j.events, ", ")
+}
+
+// waitFor waits until event has happened n times in all.
+func (j *journal) waitFor(t *testing.T, event string, n int) {
+	t.Helper()
+	timeout := time.After(safety)
+	for {
+		j.mu.Lock()
+		c, ch := 0, j.changed
+		for _, e := range j.events {
+			if e == event {
+				c++
+			}
+		}
+		j.mu.Unlock()
+		if c >= n {
+			return
+		}
+		select {
+		case <-ch:
+		case <-timeout:
+			t.Fatalf("no %q (x%d); events: %s", event, n, j)
+		}
+	}
+}
+
+// before checks that a happened, and before b if b happened.
+func (j *journal) before(t *testing.T, a, b string) {
+	t.Helper()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	ia, ib := -1, -1
+	for i, e := range j.events {
+		if e == a && ia < 0 {
+			ia = i
+		}
+		if e == b && ib < 0 {
+			ib = i
+		}
+	}
+	if ia < 0 || (ib >= 0 && ib < ia) {
+		t.Fatalf("want %q before %q; events: %s", a, b, strings.Join(j.events, ", "))
+	}
+}
+
+// inOrder checks that events happened in this order (others between).
+func (j *journal) inOrder(t *testing.T, events ...string) {
+	t.Helper()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	i := 0
+	for _, e := range j.events {
+		if i < len(events) && e == events[i] {
+			i++
+		}
+	}
+	if i < len(events) {
+		t.Fatalf("want %s in this order; events: %s", strings.Join(events, ", "), strings.Join(j.events, ", "))
+	}
+}
+
+// fakeTerm is a won term whose loss the test decides.
+type fakeTerm struct {
+	j    *journal
+	n    int
+	lose chan error
+}
+
+func (f *fakeTerm) term() *Term {
+	return &Term{
+		Key: fmt.Sprintf("p/e/%x", f.n), Rev: int64(10 + f.n), Lease: int64(f.n),
+		Deadline: func() time.Duration { return time.Hour },
+		Hold: func(ctx context.Context, _ func(time.Duration)) error {
+			f.j.add("hold")
+			defer f.j.add("hold returned")
+			select {
+			case err := <-f.lose:
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		},
+		Revoke: func() { f.j.add("revoke") },
+	}
+}
+
+// fakeCampaigner answers each campaign with the next of answers; after
+// them it waits until its context ends.
+type fakeCampaigner struct {
+	j       *journal
+	answers []func(n int) (*Term, error)
+	mu      sync.Mutex
+	calls   int
+}
+
+func (c *fakeCampaigner) Campaign(ctx context.Context) (*Term, error) {
+	c.mu.Lock()
+	n := c.calls
+	c.calls++
+	c.mu.Unlock()
+	c.j.add("campaign")
+	if n < len(c.answers) {
+		return c.answers[n](n)
+	}
+	<-ctx.Done()
+	c.j.add("campaign cancelled")
+	return nil, campaign.ErrNotLeader
+}
+
+// fakeChild ends when the test says, or on Stop/Kill if it obeys.
+type fakeChild struct {
+	j      *journal
+	done   chan struct{}
+	once   sync.Once
+	res    supervisor.Result
+	obeys  bool // ends on the first Stop
+	stdout []string
+}
+
+func (c *fakeChild) exit(code int, reason supervisor.Reason) {
+	c.once.Do(func() {
+		c.res = supervisor.Result{Code: code, Reason: reason}
+		c.j.add("child exited")
+		close(c.done)
+	})
+}
+
+func (c *fakeChild) Pid() int                  { return 4242 }
+func (c *fakeChild) Done() <-chan struct{}     { return c.done }
+func (c *fakeChild) Result() supervisor.Result { return c.res }
+func (c *fakeChild) SetDeadline(time.Duration) {}
+func (c *fakeChild) Stop(sig syscall.Signal) {
+	c.j.add("stop " + signals.Name(sig))
+	if c.obeys {
+		go c.exit(128+int(sig), supervisor.ReasonStopped)
+	}
+}
+func (c *fakeChild) Kill() {
+	c.j.add("kill")
+	go c.exit(137, supervisor.ReasonStopped)
+}
+func (c *fakeChild) Signal(sig syscall.Signal) { c.j.add("signal " + signals.Name(sig)) }
+
+type fakeKeepers struct {
+	j        *journal
+	startErr error
+	obeys    bool
+	mu       sync.Mutex
+	children []*fakeChild
+	env      [][]string
+}
+
+func (k *fakeKeepers) Prepare() {}
+func (k *fakeKeepers) Drop()    {}
+func (k *fakeKeepers) Start(_ time.Duration, env []string) (Child, error) {
+	if k.startErr != nil {
+		k.j.add("start failed")
+		return nil, k.startErr
+	}
+	c := &fakeChild{j: k.j, done: make(chan struct{}), obeys: k.obeys}
+	k.mu.Lock()
+	k.children = append(k.children, c)
+	k.env = append(k.env, env)
+	k.mu.Unlock()
+	k.j.add("child started")
+	return c, nil
+}
+
+func (k *fakeKeepers) child(t *testing.T, i int) *fakeChild {
+	t.Helper()
+	k.j.waitFor(t, "child started", i+1)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.children[i]
+}
+
+// rig is a runner on fakes, run in the background.
+type rig struct {
+	j       *journal
+	terms   []*fakeTerm
+	camp    *fakeCampaigner
+	keepers *fakeKeepers
+	sigs    chan os.Signal
+	cancel  context.CancelFunc
+	out     chan *Outcome
+}
+
+func baseConfig() Config {
+	l, _ := campaign.NewLayout("p/", "e")
+	return Config{Election: "e", Layout: l, ID: "c1", KillSignal: syscall.SIGTERM,
+		Timing:    campaign.Timing{TTL: 10 * time.Second, KillTimeout: time.Second, FenceMargin: time.Second},
+		Restart:   RestartNever,
+		Endpoints: []string{"127.0.0.1:2379"}, DialTimeout: time.Second}
+}
+
+// wins makes the n-th campaign win a fresh term.
+func (g *rig) wins() func(int) (*Term, error) {
+	ft := &fakeTerm{j: g.j, n: len(g.terms) + 1, lose: make(chan error, 1)}
+	g.terms = append(g.terms, ft)
+	return func(int) (*Term, error) { return ft.term(), nil }
+}
+
+func fails(err error) func(int) (*Term, error) {
+	return func(int) (*Term, error) { return nil, err }
+}
+
+func newRig(t *testing.T, cfg Config, setup func(g *rig) []func(int) (*Term, error)) *rig {
+	g := &rig{j: newJournal(), sigs: make(chan os.Signal, 4), out: make(chan *Outcome, 1)}
+	g.camp = &fakeCampaigner{j: g.j}
+	g.keepers = &fakeKeepers{j: g.j}
+	g.camp.answers = setup(g)
+	mon := ops.New(cfg.Election, cfg.ID, cfg.Timing.TTL, nil)
+	r := New(cfg, g.camp, g.keepers, signals.Fake(g.sigs), mon, hclog.NewNullLogger())
+	ctx, cancel := context.WithCancel(context.Background())
+	g.cancel = cancel
+	t.Cleanup(cancel)
+	go func() { g.out <- r.Run(ctx) }()
+	return g
+}
+
+func (g *rig) outcome(t *testing.T) *Outcome {
+	t.Helper()
+	select {
+	case o := <-g.out:
+		return o
+	case <-time.After(safety):
+		t.Fatalf("the run did not end; events: %s", g.j)
+		return nil
+	}
+}
+
+func wantOutcome(t *testing.T, o *Outcome, k Kind, code int) {
+	t.Helper()
+	if o == nil || o.Kind != k || o.Code != code {
+		t.Fatalf("outcome %+v, want %v with code %d", o, k, code)
+	}
+}

@@ -1,0 +1,189 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/etcdlead/etcdlead/campaign"
+	"github.com/etcdlead/etcdlead/internal/ops"
+	"github.com/etcdlead/etcdlead/signals"
+	"github.com/etcdlead/etcdlead/supervisor"
+)
+
+// termState is what happened while the child ran.
+type termState struct {
+	stopped  bool  // a stop signal was obeyed
+	lost     error // leadership ended under the child
+	timedOut bool  // --timeout fired
+}
+
+func (st termState) stopping() bool { return st.stopped || st.lost != nil || st.timedOut }
+
+// lead runs the child for one term and ends the term: the child's whole
+// group is gone before the lease is revoked. nil means campaign again.
+func (r *Runner) lead(ctx context.Context, term *Term) *Outcome {
+	defer term.Revoke()
+	r.mon.Elected(term.Key, term.Rev, term.Lease)
+	child, err := r.keepers.Start(term.Deadline(), r.termEnv(term))
+	if err != nil {
+		var execErr *supervisor.ExecError
+		switch {
+		case errors.Is(err, supervisor.ErrPastFence):
+			// Frozen or delayed between the confirmation and the fork: the
+			// lease may end before the child could be stopped in order.
+			// No child ran, so the term is lost, not failed.
+			r.mon.TermEnded("past-fence")
+			r.log.Warn("term lost before the child started; campaigning again", "error", err)
+			return nil
+		case errors.As(err, &execErr):
+			r.mon.TermEnded("start-failed")
+			return end(ExecFailed, execErr.Code, execErr)
+		}
+		r.mon.TermEnded("start-failed")
+		return end(Failed, 0, err)
+	}
+	elected := time.Now()
+	r.log.Info("child started", "pid", child.Pid(), "rev", term.Rev)
+	r.mon.ChildStarted(child.Pid())
+
+	// The term is held for as long as lead runs, and lead returns only
+	// once Hold has returned: no renewal outlives the term.
+	hctx, hcancel := context.WithCancel(ctx)
+	held := make(chan error, 1)
+	go func() { held <- term.Hold(hctx, child.SetDeadline) }()
+	holding := true
+	defer func() {
+		hcancel()
+		if holding {
+			<-held
+		}
+	}()
+	var timeout <-chan time.Time
+	if r.cfg.Timeout > 0 {
+		t := time.NewTimer(r.cfg.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+
+	var st termState
+	for {
+		select {
+		case s := <-r.sigs.C:
+			phase := signals.Leading
+			if st.stopped {
+				phase = signals.Stopping
+			}
+			if r.onSignal(s, phase, child) == signals.StopChild {
+				st.stopped = true
+			}
+		case err := <-held:
+			holding = false
+			if !st.stopping() {
+				// Stop first: a log write can block on a stalled stderr.
+				child.Stop(r.cfg.KillSignal)
+				st.lost = err
+				r.log.Warn("leadership lost; child stopping", "reason", err, "signal", signals.Name(r.cfg.KillSignal))
+			}
+		case <-timeout:
+			if st.stopped || st.lost != nil {
+				break // a stop is under way; its cause came first
+			}
+			child.Stop(r.cfg.KillSignal)
+			st.timedOut = true
+			r.log.Warn("command ran past --timeout; child stopping", "timeout", r.cfg.Timeout, "signal", signals.Name(r.cfg.KillSignal))
+		case <-child.Done():
+			res := child.Result()
+			r.log.Info("child exited", "status", res.Code, "reason", res.Reason)
+			r.mon.ChildExited(res.Code, res.Reason == supervisor.ReasonFenced)
+			o := r.afterChild(res, st)
+			if o != nil && res.Reason == supervisor.ReasonExited && st == (termState{}) && holding {
+				if r.holdRest(held, elected) {
+					holding = false
+				}
+			}
+			return o
+		}
+	}
+}
+
+// afterChild maps how the child ended to what the run does next: nil means
+// campaign again.
+func (r *Runner) afterChild(res supervisor.Result, st termState) *Outcome {
+	switch {
+	case st.stopped:
+		r.mon.TermEnded("stopped")
+		return end(Stopped, res.Code, nil)
+	case st.timedOut:
+		r.mon.TermEnded("timeout")
+		return end(TimedOut, res.Code, nil)
+	case campaign.Permanent(st.lost):
+		// etcd refuses what the term needs (a permission taken away):
+		// campaigning again would only lose again.
+		r.mon.TermEnded("refused")
+		return end(Refused, 0, st.lost)
+	case res.Reason == supervisor.ReasonFenced || st.lost != nil:
+		reason := lostReason(st.lost, res)
+		r.mon.TermEnded(reason)
+		if r.cfg.Once {
+			r.log.Warn("leadership lost while the command ran; exiting (--once)", "reason", reason)
+			return end(LostOnce, res.Code, nil)
+		}
+		return nil
+	case res.Reason == supervisor.ReasonKeeperLost:
+		r.mon.TermEnded("keeper-lost")
+		return end(KeeperLost, res.Code, errors.New("the keeper process died; the child and every process it left were killed"))
+	}
+	r.mon.TermEnded("exited")
+	if r.cfg.Restart == RestartAlways || (r.cfg.Restart == RestartOnFailure && res.Code != 0) {
+		r.log.Info("campaigning again (--restart)", "restart", r.cfg.Restart, "status", res.Code)
+		return nil
+	}
+	return end(ChildExited, res.Code, nil)
+}
+
+func lostReason(lost error, res supervisor.Result) string {
+	switch {
+	case errors.Is(lost, campaign.ErrResigned):
+		return "resigned"
+	case errors.Is(lost, campaign.ErrKeyDeleted):
+		return "key-deleted"
+	case errors.Is(lost, campaign.ErrKeyReplaced):
+		return "key-replaced"
+	case errors.Is(lost, campaign.ErrLeaseLost):
+		return "lease-lost"
+	case res.Reason == supervisor.ReasonFenced:
+		return "fenced"
+	}
+	return fmt.Sprint("lost: ", lost)
+}
+
+// holdRest keeps leadership until --hold-at-least has passed since the
+// election, so the same cron job fired a little later on another machine
+// finds a leader and does not run again. Losing leadership or a stop signal
+// ends the wait. It reports whether Hold has returned (its result was
+// taken from held).
+func (r *Runner) holdRest(held <-chan error, elected time.Time) bool {
+	rest := r.cfg.HoldAtLeast - time.Since(elected)
+	if rest <= 0 {
+		return false
+	}
+	r.log.Info("holding leadership (--hold-at-least)", "for", rest.Round(time.Millisecond))
+	r.mon.SetRole(ops.RoleHolding)
+	t := time.NewTimer(rest)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return false
+		case err := <-held:
+			r.log.Warn("leadership lost while holding", "reason", err)
+			return true
+		case s := <-r.sigs.C:
+			if r.onSignal(s, signals.Holding, nil) == signals.Exit {
+				return false
+			}
+		}
+	}
+}

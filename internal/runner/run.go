@@ -1,0 +1,189 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/etcdlead/etcdlead/campaign"
+	"github.com/etcdlead/etcdlead/internal/ops"
+	"github.com/etcdlead/etcdlead/signals"
+)
+
+// stableTerm is how long a term must last for the backoff to start afresh.
+const stableTerm = time.Minute
+
+// errStopped is a stop signal received while no child ran.
+var errStopped = errors.New("stopped by signal")
+
+// Run is the term loop (docs/design.md, "One term, step by step"):
+// campaign, lead, and unless the options say to end, back off and campaign
+// again. It returns how the run ended, never nil. ctx ending stops the run
+// as a stop signal would.
+func (r *Runner) Run(ctx context.Context) *Outcome {
+	defer r.keepers.Drop()
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 500 * time.Millisecond
+	// Capped low: while it backs off, a candidate is not in the queue, and
+	// with every candidate backing off the election has no leader.
+	b.MaxInterval = 5 * time.Second
+	b.MaxElapsedTime = 0 // a daemon must outlive any etcd outage
+	r.mon.Say("connecting to etcd")
+	for {
+		term, err := r.campaign(ctx)
+		if err != nil {
+			if o := r.campaignFailed(err); o != nil {
+				return o
+			}
+		} else {
+			r.waitUntil = time.Time{}
+			started := time.Now()
+			if o := r.lead(ctx, term); o != nil {
+				return o
+			}
+			if time.Since(started) > stableTerm {
+				b.Reset()
+			}
+		}
+		if err := r.pause(ctx, b.NextBackOff()); err != nil {
+			return end(Stopped, 0, nil)
+		}
+	}
+}
+
+// campaignFailed decides whether a failed campaign ends the run: nil means
+// campaign again.
+func (r *Runner) campaignFailed(err error) *Outcome {
+	switch {
+	case errors.Is(err, errStopped):
+		return end(Stopped, 0, nil)
+	case campaign.Permanent(err):
+		return end(Refused, 0, err)
+	case errors.Is(err, campaign.ErrNotLeader):
+		opt := "--no-wait"
+		if !r.cfg.NoWait {
+			opt = "--wait " + r.cfg.Wait.String()
+		}
+		r.log.Info("not leader; giving up", "option", opt)
+		return end(NotLeader, 0, fmt.Errorf("not leader (%s): another candidate leads %s", opt, r.prefix()))
+	case r.cfg.NoWait:
+		return end(Unreachable, 0, fmt.Errorf("etcd at %v not reached within --dial-timeout %s (--no-wait): %v", r.cfg.Endpoints, r.cfg.DialTimeout, err))
+	case errors.Is(err, campaign.ErrUnreachable), r.cfg.Wait > 0 && !time.Now().Before(r.waitUntil):
+		return end(Unreachable, 0, fmt.Errorf("etcd at %v unreachable for --wait %s: %v", r.cfg.Endpoints, r.cfg.Wait, err))
+	case errors.Is(err, campaign.ErrResigned):
+		r.log.Info("stepped down on request before leading; campaigning again")
+		return nil
+	}
+	r.log.Warn("campaign failed", "error", err, "endpoints", r.cfg.Endpoints)
+	return nil
+}
+
+// pause waits out a backoff; a stop signal or ctx ends it.
+func (r *Runner) pause(ctx context.Context, d time.Duration) error {
+	r.log.Info("backing off", "delay", d)
+	r.mon.SetRole(ops.RoleBackingOff)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return errStopped
+		case s := <-r.sigs.C:
+			if r.onSignal(s, signals.BackingOff, nil) == signals.Exit {
+				return errStopped
+			}
+		}
+	}
+}
+
+type campaignResult struct {
+	term *Term
+	err  error
+}
+
+// campaign runs one campaign while answering signals: a stop signal ends it
+// and the campaign revokes its lease on the way out.
+func (r *Runner) campaign(ctx context.Context) (*Term, error) {
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	switch {
+	case r.cfg.Wait > 0:
+		if r.waitUntil.IsZero() {
+			r.waitUntil = time.Now().Add(r.cfg.Wait)
+		}
+		cctx, cancel = context.WithDeadline(cctx, r.waitUntil)
+		defer cancel()
+	case r.cfg.NoWait:
+		// One attempt, bounded like every attempt by --dial-timeout.
+		cctx, cancel = context.WithTimeout(cctx, r.cfg.DialTimeout)
+		defer cancel()
+	}
+	if !r.cfg.NoWait {
+		r.keepers.Prepare() // warms up while etcd is dialled
+	}
+	res := make(chan campaignResult, 1)
+	go func() {
+		t, err := r.camp.Campaign(cctx)
+		res <- campaignResult{t, err}
+	}()
+	stop := func() (*Term, error) {
+		cancel()
+		if x := <-res; x.term != nil {
+			x.term.Revoke()
+		}
+		return nil, errStopped
+	}
+	for {
+		select {
+		case x := <-res:
+			if x.term != nil && ctx.Err() != nil {
+				x.term.Revoke()
+				return nil, errStopped
+			}
+			return x.term, x.err
+		case <-ctx.Done():
+			return stop()
+		case s := <-r.sigs.C:
+			if r.onSignal(s, signals.Campaigning, nil) == signals.Exit {
+				return stop()
+			}
+		}
+	}
+}
+
+// onSignal applies what signals.Decide says a signal means in phase p, the
+// one place where a caught signal acts; child is nil when none runs.
+func (r *Runner) onSignal(s os.Signal, p signals.Phase, child Child) signals.DAction {
+	sig, _ := s.(syscall.Signal)
+	name := signals.Name(sig)
+	a := signals.Decide(p, s)
+	switch a {
+	case signals.Exit:
+		r.log.Info("stop signal while "+p.String()+"; exiting", "signal", name)
+		r.mon.SetRole(ops.RoleStopping)
+	case signals.StopChild:
+		child.Stop(sig)
+		r.mon.SetRole(ops.RoleStopping)
+		r.log.Info("child stopping", "signal", name, "kill_timeout", r.cfg.Timing.KillTimeout)
+	case signals.KillChild:
+		child.Kill()
+		r.log.Warn("second stop signal: killing the child's group", "signal", name)
+	case signals.Forward_:
+		child.Signal(sig)
+		r.log.Debug("forwarded signal", "signal", name)
+	case signals.IgnoreStopped:
+		r.log.Info("signal ignored: a stopped supervisor would lose its lease", "signal", name)
+	case signals.IgnoreNoChild:
+		r.log.Info("signal ignored: no child runs", "signal", name)
+	}
+	return a
+}
+
+func (r *Runner) prefix() string { return r.cfg.Layout.Prefix() }

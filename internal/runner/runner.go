@@ -1,0 +1,145 @@
+package runner
+
+import (
+	"context"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/etcdlead/etcdlead/campaign"
+	"github.com/etcdlead/etcdlead/internal/ops"
+	"github.com/etcdlead/etcdlead/signals"
+	"github.com/etcdlead/etcdlead/supervisor"
+)
+
+// Config is what the loop needs of `etcdlead run`'s options, validated.
+type Config struct {
+	Election    string
+	Layout      campaign.Layout // where the election's keys live
+	ID          string
+	Timing      campaign.Timing
+	KillSignal  syscall.Signal // asks the child to stop
+	Wait        time.Duration  // 0: for ever
+	NoWait      bool
+	Once        bool
+	HoldAtLeast time.Duration
+	Timeout     time.Duration // 0: none
+	Restart     Restart
+	Endpoints   []string      // for messages and the child's environment
+	DialTimeout time.Duration // bounds a --no-wait attempt
+}
+
+// Restart is --restart: whether a child that exited by itself is followed
+// by another campaign.
+type Restart string
+
+const (
+	RestartNever     Restart = "never"
+	RestartOnFailure Restart = "on-failure"
+	RestartAlways    Restart = "always"
+)
+
+// Term is what the loop needs of a won term (a campaign.Term, see
+// Campaigns).
+type Term struct {
+	Key   string
+	Rev   int64
+	Lease int64
+	// Deadline is the boot-clock time before which etcd cannot expire
+	// the lease.
+	Deadline func() time.Duration
+	// Hold keeps the term until it is lost or ctx ends, calling onRenew
+	// with each new deadline; it returns only once it has stopped.
+	Hold func(ctx context.Context, onRenew func(deadline time.Duration)) error
+	// Revoke ends the term; its keys go with the lease.
+	Revoke func()
+}
+
+// Campaigner wins terms.
+type Campaigner interface {
+	// Campaign returns a term that may start its child, or an error from
+	// package campaign (ErrNotLeader, ErrResigned, a permanent refusal...).
+	Campaign(ctx context.Context) (*Term, error)
+}
+
+// Keepers starts children, each under a keeper of its own (package
+// supervisor), and may keep one keeper ready ahead of need.
+type Keepers interface {
+	// Prepare readies a keeper for the next term unless one is ready.
+	Prepare()
+	// Drop ends the ready keeper, if any.
+	Drop()
+	// Start starts the child with the term's fence deadline and
+	// environment, under the ready keeper if there is one.
+	Start(deadline time.Duration, env []string) (Child, error)
+}
+
+// Child is a started child under its keeper (a *supervisor.Child).
+type Child interface {
+	Pid() int
+	Done() <-chan struct{}
+	Result() supervisor.Result
+	SetDeadline(d time.Duration)
+	Stop(sig syscall.Signal)
+	Kill()
+	Signal(sig syscall.Signal)
+}
+
+// Runner runs terms until the run ends.
+type Runner struct {
+	cfg     Config
+	camp    Campaigner
+	keepers Keepers
+	sigs    *signals.Catcher
+	mon     *ops.Monitor
+	log     hclog.Logger
+	// waitUntil is when --wait ends: fixed at the first attempt of a
+	// campaign, not at each retry, and cleared after a term.
+	waitUntil time.Time
+}
+
+// New returns a runner. sigs must catch signals before anything is
+// started, so that none is lost.
+func New(cfg Config, camp Campaigner, keepers Keepers, sigs *signals.Catcher, mon *ops.Monitor, log hclog.Logger) *Runner {
+	return &Runner{cfg: cfg, camp: camp, keepers: keepers, sigs: sigs, mon: mon, log: log}
+}
+
+// Campaigns adapts a campaign.Campaigner.
+func Campaigns(c *campaign.Campaigner) Campaigner { return campaigner{c} }
+
+type campaigner struct{ c *campaign.Campaigner }
+
+func (c campaigner) Campaign(ctx context.Context) (*Term, error) {
+	t, err := c.c.Campaign(ctx)
+	if t == nil {
+		return nil, err
+	}
+	return &Term{Key: t.Key, Rev: t.Rev, Lease: int64(t.Lease), Deadline: t.Deadline, Hold: t.Hold, Revoke: t.Revoke}, err
+}
+
+// Observer passes the campaign's events on: to the monitor, and to the
+// keepers, which get a keeper ready once the campaign is next in line and
+// drop it while it is far back.
+func Observer(mon *ops.Monitor, k Keepers) campaign.Observer { return observer{mon, k} }
+
+type observer struct {
+	mon *ops.Monitor
+	k   Keepers
+}
+
+func (o observer) Front(string) { o.k.Prepare() }
+
+// standbyAhead: a candidate keeps its ready keeper while at most this many
+// terms are ahead of it (see Standby).
+const standbyAhead = 2
+
+func (o observer) Queued(key string, ahead int) {
+	o.mon.Queued(key)
+	if ahead > standbyAhead {
+		o.k.Drop()
+	}
+}
+
+func (o observer) Renewed(latency time.Duration, err error) { o.mon.Renewed(latency, err) }
+func (o observer) BarrierWait()                             { o.mon.BarrierWait() }

@@ -1,0 +1,204 @@
+package runner
+
+import (
+	"errors"
+	"slices"
+	"syscall"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/etcdlead/etcdlead/campaign"
+	"github.com/etcdlead/etcdlead/supervisor"
+)
+
+// A child that ends by itself ends the run with its status, and the term
+// is revoked only after it is gone. The child learns its term.
+func TestChildExitEndsRunThenRevoke(t *testing.T) {
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Term, error) { return []func(int) (*Term, error){g.wins()} })
+	g.keepers.child(t, 0).exit(3, supervisor.ReasonExited)
+	wantOutcome(t, g.outcome(t), ChildExited, 3)
+	g.j.before(t, "child exited", "revoke")
+	g.j.before(t, "hold returned", "revoke")
+	want := []string{"ETCDLEAD_NAME=e", "ETCDLEAD_KEY=p/e/1", "ETCDLEAD_REV=11", "ETCDLEAD_LEASE=1",
+		"ETCDLEAD_ID=c1", "ETCDLEAD_ENDPOINTS=127.0.0.1:2379"}
+	if got := g.keepers.env[0]; !slices.Equal(got, want) {
+		t.Errorf("child env %q, want %q", got, want)
+	}
+}
+
+// A lost term stops the child before anything else, revokes after the
+// child is gone, and campaigns again.
+func TestLostTermStopsChildFirstThenCampaignsAgain(t *testing.T) {
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Term, error) { return []func(int) (*Term, error){g.wins()} })
+	c := g.keepers.child(t, 0)
+	g.terms[0].lose <- campaign.ErrKeyDeleted
+	g.j.waitFor(t, "stop SIGTERM", 1)
+	g.j.before(t, "stop SIGTERM", "revoke")
+	c.exit(143, supervisor.ReasonStopped)
+	g.j.waitFor(t, "campaign", 2)
+	g.j.before(t, "child exited", "revoke")
+	g.j.before(t, "revoke", "campaign cancelled")
+	g.sigs <- syscall.SIGTERM
+	wantOutcome(t, g.outcome(t), Stopped, 0)
+}
+
+// Under --once, a lost term ends the run with LostOnce.
+func TestLostTermUnderOnce(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Once = true
+	g := newRig(t, cfg, func(g *rig) []func(int) (*Term, error) {
+		g.keepers.obeys = true
+		return []func(int) (*Term, error){g.wins()}
+	})
+	g.keepers.child(t, 0)
+	g.terms[0].lose <- campaign.ErrResigned
+	wantOutcome(t, g.outcome(t), LostOnce, 143)
+	g.j.before(t, "stop SIGTERM", "revoke")
+}
+
+// A permanent refusal while leading ends the run: campaigning again would
+// only be refused again.
+func TestRefusedWhileLeading(t *testing.T) {
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Term, error) {
+		g.keepers.obeys = true
+		return []func(int) (*Term, error){g.wins()}
+	})
+	g.keepers.child(t, 0)
+	g.terms[0].lose <- status.Error(codes.PermissionDenied, "no")
+	wantOutcome(t, g.outcome(t), Refused, 0)
+}
+
+// The first stop signal stops the child with that signal; the second
+// kills its group; the run ends with the child's status.
+func TestStopSignalsWhileLeading(t *testing.T) {
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Term, error) { return []func(int) (*Term, error){g.wins()} })
+	g.keepers.child(t, 0)
+	g.sigs <- syscall.SIGINT
+	g.j.waitFor(t, "stop SIGINT", 1)
+	g.sigs <- syscall.SIGTERM
+	wantOutcome(t, g.outcome(t), Stopped, 137)
+	g.j.before(t, "kill", "revoke")
+	if s := g.j.String(); slices.Contains(g.j.events, "stop SIGTERM") {
+		t.Errorf("the second stop signal was sent on, not turned into a kill: %s", s)
+	}
+}
+
+// Forwarded signals reach the child; job-control signals do not.
+func TestSignalsForwardedOrIgnoredWhileLeading(t *testing.T) {
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Term, error) { return []func(int) (*Term, error){g.wins()} })
+	c := g.keepers.child(t, 0)
+	g.sigs <- syscall.SIGTSTP
+	g.sigs <- syscall.SIGHUP
+	g.j.waitFor(t, "signal SIGHUP", 1)
+	c.exit(0, supervisor.ReasonExited)
+	wantOutcome(t, g.outcome(t), ChildExited, 0)
+	if slices.Contains(g.j.events, "signal SIGTSTP") {
+		t.Errorf("SIGTSTP reached the child: %s", g.j)
+	}
+}
+
+// A stop signal while campaigning ends the campaign and the run with 0.
+func TestStopSignalWhileCampaigning(t *testing.T) {
+	g := newRig(t, baseConfig(), func(*rig) []func(int) (*Term, error) { return nil })
+	g.j.waitFor(t, "campaign", 1)
+	g.sigs <- syscall.SIGHUP // no child: ignored
+	g.sigs <- syscall.SIGTERM
+	wantOutcome(t, g.outcome(t), Stopped, 0)
+	g.j.waitFor(t, "campaign cancelled", 1)
+}
+
+// --timeout stops the child and ends the run with TimedOut.
+func TestTimeoutStopsChild(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Timeout = 1 // fires at once
+	g := newRig(t, cfg, func(g *rig) []func(int) (*Term, error) {
+		g.keepers.obeys = true
+		return []func(int) (*Term, error){g.wins()}
+	})
+	g.j.waitFor(t, "stop SIGTERM", 1)
+	wantOutcome(t, g.outcome(t), TimedOut, 143)
+}
+
+// A child the keeper refused to start past its fence point loses the
+// term, not the run: the term is revoked and the campaign runs again.
+func TestPastFenceCampaignsAgain(t *testing.T) {
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Term, error) {
+		g.keepers.startErr = supervisor.ErrPastFence
+		return []func(int) (*Term, error){g.wins()}
+	})
+	g.j.waitFor(t, "campaign", 2)
+	g.j.before(t, "start failed", "revoke")
+	g.j.before(t, "revoke", "campaign cancelled")
+	g.sigs <- syscall.SIGTERM
+	wantOutcome(t, g.outcome(t), Stopped, 0)
+}
+
+// A command that cannot be executed ends the run with its code.
+func TestExecFailure(t *testing.T) {
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Term, error) {
+		g.keepers.startErr = &supervisor.ExecError{Code: 127, Msg: "gone"}
+		return []func(int) (*Term, error){g.wins()}
+	})
+	wantOutcome(t, g.outcome(t), ExecFailed, 127)
+	g.j.waitFor(t, "revoke", 1)
+}
+
+// --restart=always campaigns again after the child exits.
+func TestRestartAlways(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Restart = RestartAlways
+	g := newRig(t, cfg, func(g *rig) []func(int) (*Term, error) {
+		return []func(int) (*Term, error){g.wins(), g.wins()}
+	})
+	g.keepers.child(t, 0).exit(0, supervisor.ReasonExited)
+	c := g.keepers.child(t, 1)
+	g.j.inOrder(t, "child started", "child exited", "revoke", "child started")
+	g.sigs <- syscall.SIGTERM
+	g.j.waitFor(t, "stop SIGTERM", 1)
+	c.exit(143, supervisor.ReasonStopped)
+	wantOutcome(t, g.outcome(t), Stopped, 143)
+}
+
+// How failed campaigns end the run.
+func TestCampaignFailures(t *testing.T) {
+	refused := status.Error(codes.Unauthenticated, "bad password")
+	for _, c := range []struct {
+		name   string
+		noWait bool
+		err    error
+		want   Kind
+	}{
+		{"not leader", true, campaign.ErrNotLeader, NotLeader},
+		{"refused", false, refused, Refused},
+		{"unreachable, --no-wait", true, errors.New("dial"), Unreachable},
+		{"unreachable", false, campaign.ErrUnreachable, Unreachable},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := baseConfig()
+			cfg.NoWait = c.noWait
+			g := newRig(t, cfg, func(*rig) []func(int) (*Term, error) {
+				return []func(int) (*Term, error){fails(c.err)}
+			})
+			o := g.outcome(t)
+			if o.Kind != c.want || o.Err == nil {
+				t.Fatalf("outcome %+v, want %v with a message", o, c.want)
+			}
+		})
+	}
+}
+
+// --hold-at-least keeps the term after the child ended, until a stop
+// signal (or the time) ends the hold; only then is the term revoked.
+func TestHoldAtLeastKeepsTermUntilStopped(t *testing.T) {
+	cfg := baseConfig()
+	cfg.HoldAtLeast = safety * 10
+	g := newRig(t, cfg, func(g *rig) []func(int) (*Term, error) { return []func(int) (*Term, error){g.wins()} })
+	g.keepers.child(t, 0).exit(0, supervisor.ReasonExited)
+	g.sigs <- syscall.SIGHUP // no child: ignored, the hold goes on
+	g.sigs <- syscall.SIGTERM
+	wantOutcome(t, g.outcome(t), ChildExited, 0)
+	g.j.before(t, "child exited", "revoke")
+	g.j.before(t, "hold returned", "revoke")
+}
