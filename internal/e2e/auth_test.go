@@ -2,21 +2,14 @@ package e2e
 
 import (
 	"context"
-	"errors"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdlead/etcdlead/campaign"
-	"github.com/etcdlead/etcdlead/internal/etcdconn"
 	"github.com/etcdlead/etcdlead/internal/etcdtest"
 )
 
@@ -188,95 +181,6 @@ func TestAuthEtcdDownAtStart(t *testing.T) {
 	c.out.waitFor(t, "early", "ready", 0)
 	c.signal(t, syscall.SIGTERM)
 	c.exit(t)
-}
-
-// authenticates counts the logins etcd has answered since it started, from
-// its own gRPC metrics.
-func authenticates(t *testing.T, m *etcdtest.Member) int {
-	t.Helper()
-	resp, err := http.Get(m.MetricsURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, l := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(l, "grpc_server_handled_total{") && strings.Contains(l, `grpc_method="Authenticate"`) {
-			f := strings.Fields(l)
-			v, err := strconv.ParseFloat(f[len(f)-1], 64)
-			if err != nil {
-				t.Fatalf("metrics line %q: %v", l, err)
-			}
-			n += int(v)
-		}
-	}
-	return n
-}
-
-// The client logs in once, keeps the token for every request and lease
-// renewal (so a renewal costs etcd no password hash), and logs in again
-// when etcd rejects the token: a restarted etcd has forgotten its (simple)
-// tokens.
-func TestAuthTokenRenewedWhenRejected(t *testing.T) {
-	t.Parallel()
-	cluster, _ := startAuthEtcd(t)
-	cli, err := etcdconn.New(etcdconn.Config{Endpoints: cluster.Endpoints(), DialTimeout: 5 * time.Second,
-		User: "alice", Password: alicePassword})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	get := func(when string) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), safety)
-		defer cancel()
-		if _, err := cli.Get(ctx, "etcdlead/reports/x"); err != nil {
-			t.Fatalf("get %s: %v", when, err)
-		}
-	}
-	m := cluster.Member(0)
-	busy := func(when string) {
-		t.Helper()
-		before := authenticates(t, m) // the test's own root logins
-		lease, err := cli.Grant(ctxT(t), 5)
-		if err != nil {
-			t.Fatalf("grant %s: %v", when, err)
-		}
-		for range 10 {
-			get(when)
-			if _, err := cli.KeepAliveOnce(ctxT(t), lease.ID); err != nil {
-				t.Fatalf("renewal %s: %v", when, err)
-			}
-		}
-		if n := authenticates(t, m) - before; n != 1 {
-			t.Errorf("%s: etcd answered %d logins for 10 reads and 10 renewals, want 1", when, n)
-		}
-	}
-	busy("from the start")
-	m.RestartAs(t, "root", rootPassword)
-	busy("after etcd restarted")
-}
-
-// Without etcd, a client with a user is still made, and a request fails as
-// an unreachable etcd does: retried, not permanent.
-func TestAuthClientDoesNotDialAtStart(t *testing.T) {
-	t.Parallel()
-	cli, err := etcdconn.New(etcdconn.Config{Endpoints: []string{"127.0.0.1:1"}, DialTimeout: 200 * time.Millisecond,
-		User: "alice", Password: alicePassword})
-	if err != nil {
-		t.Fatalf("etcdconn.New with etcd down: %v", err)
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	_, err = cli.Get(ctx, "x")
-	if !errors.Is(err, context.DeadlineExceeded) || campaign.Permanent(err) {
-		t.Fatalf("get with etcd down: %v (permanent %v), want a deadline that is retried", err, campaign.Permanent(err))
-	}
 }
 
 // A candidate whose permission is revoked while it waits gets 125 and a

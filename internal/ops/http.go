@@ -43,6 +43,13 @@ func Serve(addr string, m *Monitor) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("--status-addr: %v", err)
 	}
+	srv := &http.Server{Handler: Handler(m), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return func() { _ = srv.Close() }, nil
+}
+
+// Handler serves /healthz, /leader, /status and /metrics for m.
+func Handler(m *Monitor) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		answer(w, m.Healthy(), "renewals succeed", "etcd not reached within one TTL")
@@ -57,9 +64,7 @@ func Serve(addr string, m *Monitor) (func(), error) {
 		_ = enc.Encode(m.Snapshot())
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(m.m.reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	return func() { _ = srv.Close() }, nil
+	return mux
 }
 
 func answer(w http.ResponseWriter, ok bool, yes, no string) {
