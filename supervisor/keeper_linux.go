@@ -41,8 +41,7 @@ type keeperConfig struct {
 	fence      Fence
 	logLevel   string
 	logJSON    bool
-	standby    bool     // wait for "start" before starting the child
-	env        []string // added to the keeper's own environment for the child
+	env        []string // from "start": added to the keeper's own environment for the child
 }
 
 func parseKeeperArgs(args []string) (keeperConfig, error) {
@@ -50,18 +49,15 @@ func parseKeeperArgs(args []string) (keeperConfig, error) {
 	fs := flag.NewFlagSet(KeeperArg, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	sig := fs.Int("signal", int(syscall.SIGTERM), "")
-	deadline := fs.Int64("deadline", 0, "")
 	fs.DurationVar(&kc.fence.KillTimeout, "kill-timeout", 5*time.Second, "")
 	fs.DurationVar(&kc.fence.Margin, "fence-margin", 250*time.Millisecond, "")
 	fs.StringVar(&kc.path, "path", "", "")
 	fs.StringVar(&kc.logLevel, "log-level", "info", "")
 	fs.BoolVar(&kc.logJSON, "log-json", false, "")
-	fs.BoolVar(&kc.standby, "standby", false, "")
 	if err := fs.Parse(args); err != nil {
 		return kc, err
 	}
 	kc.killSignal = syscall.Signal(*sig)
-	kc.fence.Deadline = time.Duration(*deadline)
 	kc.argv = fs.Args()
 	if kc.path == "" || len(kc.argv) == 0 {
 		return kc, errors.New("keeper: no command")
@@ -113,7 +109,7 @@ func RunKeeper(args []string) int {
 	}
 
 	cmds := readCommands(ctrl)
-	if kc.standby && !awaitStart(cmds, &kc) {
+	if !awaitStart(cmds, &kc) {
 		return 0 // the supervisor gave up this term: no child
 	}
 	g := &groupState{fence: kc.fence, killSignal: kc.killSignal}
@@ -149,9 +145,12 @@ func RunKeeper(args []string) int {
 	return 0
 }
 
-// awaitStart holds a standby keeper, already exec'd and initialised, until
-// its term is won: starting the child then costs a pipe message instead of
-// an exec of etcdlead. False means the pipe closed first.
+// awaitStart holds the keeper, exec'd and initialised, until its term is
+// won: for a standby keeper, starting the child then costs a pipe message
+// instead of an exec of etcdlead. A fresh keeper finds the message already
+// waiting. The deadline comes only this way, so the fence point is checked
+// against one value whichever way the keeper was started. False means the
+// pipe closed first.
 func awaitStart(cmds <-chan command, kc *keeperConfig) bool {
 	for c := range cmds {
 		if c.op == msgStart {
