@@ -44,23 +44,34 @@ type keeperConfig struct {
 	env        []string // from "start": added to the keeper's own environment for the child
 }
 
+// parseKeeperArgs takes every value from launch and has no defaults of its
+// own: K and m are decided once, on the supervisor's side, and a keeper that
+// made up its own would fence on different arithmetic than the term it
+// serves.
 func parseKeeperArgs(args []string) (keeperConfig, error) {
 	var kc keeperConfig
 	fs := flag.NewFlagSet(KeeperArg, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	sig := fs.Int("signal", int(syscall.SIGTERM), "")
-	fs.DurationVar(&kc.fence.KillTimeout, "kill-timeout", 5*time.Second, "")
-	fs.DurationVar(&kc.fence.Margin, "fence-margin", 250*time.Millisecond, "")
+	sig := fs.Int("signal", 0, "")
+	fs.DurationVar(&kc.fence.KillTimeout, "kill-timeout", 0, "")
+	fs.DurationVar(&kc.fence.Margin, "fence-margin", 0, "")
 	fs.StringVar(&kc.path, "path", "", "")
-	fs.StringVar(&kc.logLevel, "log-level", "info", "")
+	fs.StringVar(&kc.logLevel, "log-level", "", "")
 	fs.BoolVar(&kc.logJSON, "log-json", false, "")
 	if err := fs.Parse(args); err != nil {
 		return kc, err
 	}
 	kc.killSignal = syscall.Signal(*sig)
 	kc.argv = fs.Args()
-	if kc.path == "" || len(kc.argv) == 0 {
+	switch {
+	case kc.path == "" || len(kc.argv) == 0:
 		return kc, errors.New("keeper: no command")
+	case kc.killSignal <= 0:
+		return kc, errors.New("keeper: no positive -signal")
+	case kc.fence.KillTimeout <= 0:
+		return kc, errors.New("keeper: no positive -kill-timeout")
+	case kc.fence.Margin <= 0:
+		return kc, errors.New("keeper: no positive -fence-margin")
 	}
 	return kc, nil
 }
