@@ -37,7 +37,8 @@ func orStd(f, std *os.File) *os.File {
 	return std
 }
 
-// ExecError is a child that could not be started: Code is 126 or 127.
+// ExecError is a child that could not be started: Code is ExitCannotExec or
+// ExitNotFound.
 type ExecError struct {
 	Code int
 	Msg  string
@@ -59,7 +60,7 @@ var errStandbyLost = errors.New("standby keeper died")
 
 // Result is how a child's group ended.
 type Result struct {
-	Code   int    // the child's exit code, or 128+N for signal N
+	Code   int    // the child's exit code, or SignalExit(N) for signal N
 	Reason Reason // who ended it
 }
 
@@ -271,7 +272,7 @@ func (c *Child) wait(k *keeperProc, status *bufio.Scanner) {
 	} else {
 		c.log.Info("every process the keeper left has ended")
 	}
-	c.publish(Result{Code: 128 + int(syscall.SIGKILL), Reason: ReasonKeeperLost})
+	c.publish(Result{Code: SignalExit(syscall.SIGKILL), Reason: ReasonKeeperLost})
 }
 
 func (c *Child) publish(res Result) {

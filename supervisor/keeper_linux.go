@@ -90,7 +90,7 @@ func RunKeeper(args []string) int {
 	kc, err := parseKeeperArgs(args)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "etcdlead keeper:", err)
-		return 125
+		return ExitFailure
 	}
 	// Caught rather than ignored, so the child starts with default
 	// dispositions; the keeper obeys the pipe, not stray signals. Caught
@@ -229,13 +229,13 @@ func runChild(kc keeperConfig, tty bool, started chan<- startResult, reaped chan
 	}
 }
 
-// execFailureCode follows the shells: 127 when the command does not exist,
-// 126 when it exists but cannot be executed.
+// execFailureCode follows the shells: ExitNotFound when the command does not
+// exist, ExitCannotExec when it exists but cannot be executed.
 func execFailureCode(err error) int {
 	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-		return 127
+		return ExitNotFound
 	}
-	return 126
+	return ExitCannotExec
 }
 
 func readCommands(r io.ReadCloser) <-chan command {

@@ -349,8 +349,8 @@ func TestKeeperRefusesWithoutFenceValues(t *testing.T) {
 		cmd.Stderr = &stderr
 		err := cmd.Run()
 		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 125 || !strings.Contains(stderr.String(), c.want) {
-			t.Errorf("keeper %q: %v, stderr %q; want exit 125 saying %q", args[1:], err, stderr.String(), c.want)
+		if !errors.As(err, &ee) || ee.ExitCode() != ExitFailure || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("keeper %q: %v, stderr %q; want exit %d saying %q", args[1:], err, stderr.String(), ExitFailure, c.want)
 		}
 	}
 	if _, err := parseKeeperArgs([]string{"-path", "/bin/true", "-signal", "15", "-kill-timeout", "1s", "-fence-margin", "100ms", "--", "true"}); err != nil {
