@@ -1,54 +1,176 @@
 // Package signals decides which signals etcdlead catches and what each one
-// means. It is the only caller of signal.Notify in etcdlead, so the list
-// below is the whole truth about signal handling.
+// means. It is the only caller of signal.Notify in etcdlead, so the tables
+// below are the whole truth about signal handling: which signals are caught
+// (table), and what each does in each phase of a supervisor (decisions,
+// through Decide).
 package signals
 
 import (
-	"golang.org/x/sys/unix"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
-// Action is what the supervisor does with a caught signal.
+// Phase is where the supervisor is when a signal arrives.
+type Phase int
+
+const (
+	// Campaigning: no child; campaigning for leadership.
+	Campaigning Phase = iota + 1
+	// BackingOff: no child; waiting before the next campaign.
+	BackingOff
+	// Leading: the child runs and no stop signal has been obeyed yet. A
+	// stop for lost leadership or --timeout leaves the phase Leading: a stop
+	// signal after it is obeyed as a first one.
+	Leading
+	// Stopping: the child runs and a stop signal was already obeyed.
+	Stopping
+	// Holding: the child ended; leadership is kept for --hold-at-least.
+	Holding
+	endPhase
+)
+
+var phaseNames = [endPhase]string{
+	Campaigning: "campaigning",
+	BackingOff:  "backing-off",
+	Leading:     "leading",
+	Stopping:    "stopping",
+	Holding:     "holding",
+}
+
+func (p Phase) String() string {
+	if p < Campaigning || p >= endPhase {
+		return fmt.Sprintf("Phase(%d)", int(p))
+	}
+	return phaseNames[p]
+}
+
+// Action is what the supervisor does with a caught signal. The zero value
+// is no action, so that a phase left out of the table shows in its tests.
 type Action int
 
 const (
-	// Stop: end the term; forward to the child if one runs, else exit.
-	Stop Action = iota
-	// Forward: pass to the child's group, if a child runs.
+	// Exit: no child runs; stop campaigning, backing off or holding,
+	// revoke, exit 0.
+	Exit Action = iota + 1
+	// StopChild: send the signal to the child's group; SIGKILL after
+	// --kill-timeout.
+	StopChild
+	// KillChild: SIGKILL the child's group at once.
+	KillChild
+	// Forward: pass the signal to the child's group.
 	Forward
-	// Ignore: log and drop. A stopped supervisor would stop renewing its
-	// lease while its child runs on; the fence would then kill the child.
-	Ignore
+	// IgnoreNoChild: log and drop; there is no child to pass it to.
+	IgnoreNoChild
+	// IgnoreStopped: log and drop. A stopped supervisor would stop
+	// renewing its lease; while its child runs, the fence would then kill
+	// the child.
+	IgnoreStopped
+	endAction
 )
 
-var table = map[syscall.Signal]Action{
-	syscall.SIGTERM:  Stop,
-	syscall.SIGINT:   Stop,
-	syscall.SIGHUP:   Forward,
-	syscall.SIGUSR1:  Forward,
-	syscall.SIGUSR2:  Forward,
-	syscall.SIGQUIT:  Forward,
-	syscall.SIGWINCH: Forward,
-	syscall.SIGTSTP:  Ignore,
-	syscall.SIGTTIN:  Ignore,
-	syscall.SIGTTOU:  Ignore,
+var actionNames = [endAction]string{
+	Exit:          "exit",
+	StopChild:     "stop-child",
+	KillChild:     "kill-child",
+	Forward:       "forward",
+	IgnoreNoChild: "ignore-no-child",
+	IgnoreStopped: "ignore-stopped",
 }
 
-// Classify returns the action for sig; signals not in the table are not
-// caught at all.
-func Classify(sig os.Signal) Action {
-	s, ok := sig.(syscall.Signal)
-	if !ok {
-		return Ignore
+func (a Action) String() string {
+	if a < Exit || a >= endAction {
+		return fmt.Sprintf("Action(%d)", int(a))
 	}
-	a, ok := table[s]
-	if !ok {
-		return Ignore
-	}
-	return a
+	return actionNames[a]
 }
+
+// Reason is the log message for an ignore action, "" for any other: the
+// actions that do something are logged by what they do.
+func (a Action) Reason() string {
+	switch a {
+	case IgnoreNoChild:
+		return "signal ignored: no child runs"
+	case IgnoreStopped:
+		return "signal ignored: a stopped supervisor would lose its lease"
+	}
+	return ""
+}
+
+// Stop and Ignore are what Classify returns for a stop signal and for a
+// job-control stop.
+//
+// Deprecated: use Decide, which also knows the phase.
+const (
+	Stop   = StopChild
+	Ignore = IgnoreStopped
+)
+
+// kind is what a caught signal is, whatever the phase.
+type kind int
+
+const (
+	stop       kind = iota + 1 // asks etcdlead to end
+	message                    // meant for the child
+	jobControl                 // would stop the supervisor itself
+	endKind
+)
+
+// table is every signal etcdlead catches.
+var table = map[syscall.Signal]kind{
+	syscall.SIGTERM:  stop,
+	syscall.SIGINT:   stop,
+	syscall.SIGHUP:   message,
+	syscall.SIGUSR1:  message,
+	syscall.SIGUSR2:  message,
+	syscall.SIGQUIT:  message,
+	syscall.SIGWINCH: message,
+	syscall.SIGTSTP:  jobControl,
+	syscall.SIGTTIN:  jobControl,
+	syscall.SIGTTOU:  jobControl,
+}
+
+// decisions is what a signal of each kind does in each phase. Only a
+// second stop signal escalates: a stop for lost leadership or --timeout
+// is not one the user asked for twice.
+var decisions = [endKind][endPhase]Action{
+	stop: {
+		Campaigning: Exit, BackingOff: Exit, Holding: Exit,
+		Leading: StopChild, Stopping: KillChild,
+	},
+	message: {
+		Campaigning: IgnoreNoChild, BackingOff: IgnoreNoChild, Holding: IgnoreNoChild,
+		Leading: Forward, Stopping: Forward,
+	},
+	jobControl: {
+		Campaigning: IgnoreStopped, BackingOff: IgnoreStopped, Holding: IgnoreStopped,
+		Leading: IgnoreStopped, Stopping: IgnoreStopped,
+	},
+}
+
+// Decide is what the supervisor does with sig in phase p. Signals that
+// Catch does not catch never arrive; for them Decide answers IgnoreStopped,
+// which does nothing but log. p must be one of the Phase constants.
+func Decide(p Phase, sig os.Signal) Action {
+	if p < Campaigning || p >= endPhase {
+		panic("signals: Decide in unknown " + p.String())
+	}
+	s, _ := sig.(syscall.Signal)
+	k, ok := table[s]
+	if !ok {
+		return IgnoreStopped
+	}
+	return decisions[k][p]
+}
+
+// Classify is the action for sig while the child runs and no stop signal has
+// been obeyed: Stop, Forward or Ignore.
+//
+// Deprecated: use Decide, which also knows the phase.
+func Classify(sig os.Signal) Action { return Decide(Leading, sig) }
 
 // Catcher delivers caught signals on C until Stop.
 type Catcher struct {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,7 +37,8 @@ func orStd(f, std *os.File) *os.File {
 	return std
 }
 
-// ExecError is a child that could not be started: Code is 126 or 127.
+// ExecError is a child that could not be started: Code is ExitCannotExec or
+// ExitNotFound.
 type ExecError struct {
 	Code int
 	Msg  string
@@ -60,7 +60,7 @@ var errStandbyLost = errors.New("standby keeper died")
 
 // Result is how a child's group ended.
 type Result struct {
-	Code   int    // the child's exit code, or 128+N for signal N
+	Code   int    // the child's exit code, or SignalExit(N) for signal N
 	Reason Reason // who ended it
 }
 
@@ -80,11 +80,11 @@ type Child struct {
 // runs, with an *ExecError when it could not be executed, or with an error
 // that is ErrPastFence.
 func Start(spec Spec, log hclog.Logger) (*Child, error) {
-	k, err := launch(spec, false)
+	k, err := launch(spec)
 	if err != nil {
 		return nil, err
 	}
-	return k.started(log)
+	return k.begin(spec.Deadline, nil, log)
 }
 
 // Pending is a keeper started ahead of its term, exec'd and initialised,
@@ -97,7 +97,7 @@ type Pending struct {
 // Prepare starts a standby keeper for spec; spec.Deadline is ignored (the
 // deadline comes with Start).
 func Prepare(spec Spec) (*Pending, error) {
-	k, err := launch(spec, true)
+	k, err := launch(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -109,35 +109,20 @@ func Prepare(spec Spec) (*Pending, error) {
 // is replaced by a fresh one (one log line): its term goes on. Errors are
 // those of the package's Start.
 func (p *Pending) Start(deadline time.Duration, env []string, log hclog.Logger) (*Child, error) {
-	c, err := p.start(deadline, env, log)
-	if !errors.Is(err, errStandbyLost) {
+	c, err := p.k.begin(deadline, env, log)
+	if !errors.Is(err, errKeeperEnded) {
 		return c, err
 	}
-	log.Warn("starting the child under a fresh keeper", "error", err)
-	spec := p.spec
-	spec.Env = append(slices.Clip(spec.Env), env...)
-	spec.Deadline = deadline
-	return Start(spec, log)
-}
-
-func (p *Pending) start(deadline time.Duration, env []string, log hclog.Logger) (*Child, error) {
-	if _, err := p.k.ctrl.WriteString(command{op: msgStart, deadline: deadline, env: env}.String()); err != nil {
-		p.Cancel()
-		return nil, fmt.Errorf("%w: %v", errStandbyLost, err)
+	log.Warn("starting the child under a fresh keeper", "error", fmt.Errorf("%w: %v", errStandbyLost, err))
+	k, err := launch(p.spec)
+	if err != nil {
+		return nil, err
 	}
-	c, err := p.k.started(log)
-	if errors.Is(err, errKeeperEnded) {
-		return nil, fmt.Errorf("%w: %v", errStandbyLost, err)
-	}
-	return c, err
+	return k.begin(deadline, env, log)
 }
 
 // Cancel ends a standby keeper that will not be needed, and waits for it.
-func (p *Pending) Cancel() {
-	p.k.ctrl.Close()
-	_ = p.k.wait()
-	p.k.stat.Close()
-}
+func (p *Pending) Cancel() { p.k.cancel() }
 
 // keeperProc is a keeper process and the supervisor's ends of its pipes.
 type keeperProc struct {
@@ -146,7 +131,10 @@ type keeperProc struct {
 	stat *os.File // keeper -> supervisor
 }
 
-func launch(spec Spec, standby bool) (*keeperProc, error) {
+// launch starts a keeper that waits for its start message: a fresh keeper and
+// a standby one take the term's deadline by the same route, so the fence
+// point is checked the same way on both.
+func launch(spec Spec) (*keeperProc, error) {
 	if err := Supported(); err != nil {
 		return nil, err
 	}
@@ -165,10 +153,8 @@ func launch(spec Spec, standby bool) (*keeperProc, error) {
 		"-signal", strconv.Itoa(int(spec.KillSignal)),
 		"-kill-timeout", spec.KillTimeout.String(),
 		"-fence-margin", spec.FenceMargin.String(),
-		"-deadline", strconv.FormatInt(int64(spec.Deadline), 10),
 		"-log-level", spec.LogLevel,
 		"-log-json=" + strconv.FormatBool(spec.LogJSON),
-		"-standby=" + strconv.FormatBool(standby),
 		"--"}
 	cmd := &exec.Cmd{
 		Path: "/proc/self/exe", Args: append(args, spec.Argv...),
@@ -194,14 +180,31 @@ func launch(spec Spec, standby bool) (*keeperProc, error) {
 	return k, nil
 }
 
+// begin sends the term's start to a keeper that waits for it, and reads
+// the keeper's report. A keeper that reads its pipe only after its own
+// start-up finds the message waiting: the write adds no round trip.
+func (k *keeperProc) begin(deadline time.Duration, env []string, log hclog.Logger) (*Child, error) {
+	if _, err := k.ctrl.WriteString(command{op: msgStart, deadline: deadline, env: env}.String()); err != nil {
+		k.cancel()
+		return nil, fmt.Errorf("%w: %v", errKeeperEnded, err)
+	}
+	return k.started(log)
+}
+
+// cancel closes the keeper's pipe, which ends a keeper waiting for its
+// start, and waits for it.
+func (k *keeperProc) cancel() {
+	k.ctrl.Close()
+	_ = k.wait()
+	k.stat.Close()
+}
+
 // started reads the keeper's first report and hands the keeper to a Child.
 func (k *keeperProc) started(log hclog.Logger) (*Child, error) {
 	status := bufio.NewScanner(k.stat)
 	pid, err := readStarted(status)
 	if err != nil {
-		k.ctrl.Close()
-		_ = k.wait()
-		k.stat.Close()
+		k.cancel()
 		if errors.Is(err, errKeeperEnded) {
 			// It may have forked the child before it died: whatever it
 			// started is this process's orphan now, and goes first.
@@ -269,7 +272,7 @@ func (c *Child) wait(k *keeperProc, status *bufio.Scanner) {
 	} else {
 		c.log.Info("every process the keeper left has ended")
 	}
-	c.publish(Result{Code: 128 + int(syscall.SIGKILL), Reason: ReasonKeeperLost})
+	c.publish(Result{Code: SignalExit(syscall.SIGKILL), Reason: ReasonKeeperLost})
 }
 
 func (c *Child) publish(res Result) {

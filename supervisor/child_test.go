@@ -303,8 +303,8 @@ func TestExecFailures(t *testing.T) {
 		path string
 		code int
 	}{
-		{"/nonexistent/command", 127},
-		{t.TempDir(), 126},
+		{"/nonexistent/command", ExitNotFound},
+		{t.TempDir(), ExitCannotExec},
 	} {
 		_, err := Start(Spec{Path: c.path, Argv: []string{c.path}, KillSignal: syscall.SIGTERM,
 			KillTimeout: time.Second, FenceMargin: time.Second, LogLevel: "error"}, hclog.NewNullLogger())

@@ -41,30 +41,37 @@ type keeperConfig struct {
 	fence      Fence
 	logLevel   string
 	logJSON    bool
-	standby    bool     // wait for "start" before starting the child
-	env        []string // added to the keeper's own environment for the child
+	env        []string // from "start": added to the keeper's own environment for the child
 }
 
+// parseKeeperArgs takes every value from launch and has no defaults of its
+// own: K and m are decided once, on the supervisor's side, and a keeper that
+// made up its own would fence on different arithmetic than the term it
+// serves.
 func parseKeeperArgs(args []string) (keeperConfig, error) {
 	var kc keeperConfig
 	fs := flag.NewFlagSet(KeeperArg, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	sig := fs.Int("signal", int(syscall.SIGTERM), "")
-	deadline := fs.Int64("deadline", 0, "")
-	fs.DurationVar(&kc.fence.KillTimeout, "kill-timeout", 5*time.Second, "")
-	fs.DurationVar(&kc.fence.Margin, "fence-margin", 250*time.Millisecond, "")
+	sig := fs.Int("signal", 0, "")
+	fs.DurationVar(&kc.fence.KillTimeout, "kill-timeout", 0, "")
+	fs.DurationVar(&kc.fence.Margin, "fence-margin", 0, "")
 	fs.StringVar(&kc.path, "path", "", "")
-	fs.StringVar(&kc.logLevel, "log-level", "info", "")
+	fs.StringVar(&kc.logLevel, "log-level", "", "")
 	fs.BoolVar(&kc.logJSON, "log-json", false, "")
-	fs.BoolVar(&kc.standby, "standby", false, "")
 	if err := fs.Parse(args); err != nil {
 		return kc, err
 	}
 	kc.killSignal = syscall.Signal(*sig)
-	kc.fence.Deadline = time.Duration(*deadline)
 	kc.argv = fs.Args()
-	if kc.path == "" || len(kc.argv) == 0 {
+	switch {
+	case kc.path == "" || len(kc.argv) == 0:
 		return kc, errors.New("keeper: no command")
+	case kc.killSignal <= 0:
+		return kc, errors.New("keeper: no positive -signal")
+	case kc.fence.KillTimeout <= 0:
+		return kc, errors.New("keeper: no positive -kill-timeout")
+	case kc.fence.Margin <= 0:
+		return kc, errors.New("keeper: no positive -fence-margin")
 	}
 	return kc, nil
 }
@@ -83,7 +90,7 @@ func RunKeeper(args []string) int {
 	kc, err := parseKeeperArgs(args)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "etcdlead keeper:", err)
-		return 125
+		return ExitFailure
 	}
 	// Caught rather than ignored, so the child starts with default
 	// dispositions; the keeper obeys the pipe, not stray signals. Caught
@@ -113,7 +120,7 @@ func RunKeeper(args []string) int {
 	}
 
 	cmds := readCommands(ctrl)
-	if kc.standby && !awaitStart(cmds, &kc) {
+	if !awaitStart(cmds, &kc) {
 		return 0 // the supervisor gave up this term: no child
 	}
 	g := &groupState{fence: kc.fence, killSignal: kc.killSignal}
@@ -149,9 +156,12 @@ func RunKeeper(args []string) int {
 	return 0
 }
 
-// awaitStart holds a standby keeper, already exec'd and initialised, until
-// its term is won: starting the child then costs a pipe message instead of
-// an exec of etcdlead. False means the pipe closed first.
+// awaitStart holds the keeper, exec'd and initialised, until its term is
+// won: for a standby keeper, starting the child then costs a pipe message
+// instead of an exec of etcdlead. A fresh keeper finds the message already
+// waiting. The deadline comes only this way, so the fence point is checked
+// against one value whichever way the keeper was started. False means the
+// pipe closed first.
 func awaitStart(cmds <-chan command, kc *keeperConfig) bool {
 	for c := range cmds {
 		if c.op == msgStart {
@@ -219,13 +229,13 @@ func runChild(kc keeperConfig, tty bool, started chan<- startResult, reaped chan
 	}
 }
 
-// execFailureCode follows the shells: 127 when the command does not exist,
-// 126 when it exists but cannot be executed.
+// execFailureCode follows the shells: ExitNotFound when the command does not
+// exist, ExitCannotExec when it exists but cannot be executed.
 func execFailureCode(err error) int {
 	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-		return 127
+		return ExitNotFound
 	}
-	return 126
+	return ExitCannotExec
 }
 
 func readCommands(r io.ReadCloser) <-chan command {

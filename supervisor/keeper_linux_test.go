@@ -316,3 +316,44 @@ func TestPastFenceRefused(t *testing.T) {
 		})
 	}
 }
+
+// K and m are decided on the supervisor's side alone: a keeper not given a
+// positive kill timeout, fence margin or signal refuses to start rather
+// than fence on values of its own.
+func TestKeeperRefusesWithoutFenceValues(t *testing.T) {
+	full := map[string]string{"-path": "/bin/true", "-signal": "15", "-kill-timeout": "1s", "-fence-margin": "100ms"}
+	for _, c := range []struct {
+		flag, value string // left out when value is ""
+		want        string
+	}{
+		{"-kill-timeout", "", "no positive -kill-timeout"},
+		{"-kill-timeout", "0s", "no positive -kill-timeout"},
+		{"-kill-timeout", "-1s", "no positive -kill-timeout"},
+		{"-fence-margin", "", "no positive -fence-margin"},
+		{"-fence-margin", "0s", "no positive -fence-margin"},
+		{"-signal", "", "no positive -signal"},
+	} {
+		args := []string{KeeperArg}
+		for _, f := range []string{"-path", "-signal", "-kill-timeout", "-fence-margin"} {
+			v := full[f]
+			if f == c.flag {
+				v = c.value
+			}
+			if v != "" {
+				args = append(args, f, v)
+			}
+		}
+		args = append(args, "--", "true")
+		cmd := exec.Command(os.Args[0], args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != ExitFailure || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("keeper %q: %v, stderr %q; want exit %d saying %q", args[1:], err, stderr.String(), ExitFailure, c.want)
+		}
+	}
+	if _, err := parseKeeperArgs([]string{"-path", "/bin/true", "-signal", "15", "-kill-timeout", "1s", "-fence-margin", "100ms", "--", "true"}); err != nil {
+		t.Errorf("keeper with every value refused: %v", err)
+	}
+}

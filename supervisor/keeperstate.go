@@ -81,7 +81,7 @@ func (s *groupState) tick(now time.Duration) []syscall.Signal {
 // exitCode is what the supervisor reports for this group.
 func (s *groupState) exitCode() int {
 	if s.childExit == nil {
-		return 128 + int(syscall.SIGKILL)
+		return SignalExit(syscall.SIGKILL)
 	}
 	return ExitCode(*s.childExit)
 }

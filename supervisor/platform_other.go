@@ -24,7 +24,7 @@ func Now() time.Duration { return time.Since(start) }
 // RunKeeper refuses: see ErrUnsupported.
 func RunKeeper([]string) int {
 	fmt.Fprintln(os.Stderr, "etcdlead:", ErrUnsupported)
-	return 125
+	return ExitFailure
 }
 
 // Supported reports whether this platform keeps the promise: it does not.

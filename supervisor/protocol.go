@@ -12,7 +12,7 @@ import (
 // human can read them in strace, and a half-written line can only come from
 // a dead peer, which each side treats as such.
 //
-//	supervisor -> keeper: "start NS [QUOTED-ENV...]" (standby keepers only, first)
+//	supervisor -> keeper: "start NS [QUOTED-ENV...]" (first, once)
 //	                      | "deadline NS" | "stop SIGNUM" | "kill" | "signal SIGNUM"
 //	keeper -> supervisor: "started PID" | "failed CODE MESSAGE" | "past-fence LATE_NS"
 //	                      | "exit CODE REASON"
