@@ -100,15 +100,6 @@ func (a Action) Reason() string {
 	return ""
 }
 
-// Stop and Ignore are what Classify returns for a stop signal and for a
-// job-control stop.
-//
-// Deprecated: use Decide, which also knows the phase.
-const (
-	Stop   = StopChild
-	Ignore = IgnoreStopped
-)
-
 // kind is what a caught signal is, whatever the phase.
 type kind int
 
@@ -165,12 +156,6 @@ func Decide(p Phase, sig os.Signal) Action {
 	}
 	return decisions[k][p]
 }
-
-// Classify is the action for sig while the child runs and no stop signal has
-// been obeyed: Stop, Forward or Ignore.
-//
-// Deprecated: use Decide, which also knows the phase.
-func Classify(sig os.Signal) Action { return Decide(Leading, sig) }
 
 // Catcher delivers caught signals on C until Stop.
 type Catcher struct {

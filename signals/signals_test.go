@@ -88,19 +88,6 @@ func TestDecideUncaught(t *testing.T) {
 	Decide(Phase(0), syscall.SIGTERM)
 }
 
-// Classify, until its callers move to Decide, answers as Decide does while
-// the child runs.
-func TestClassifyIsDecideWhileLeading(t *testing.T) {
-	for s := range table {
-		if Classify(s) != Decide(Leading, s) {
-			t.Errorf("Classify(%s) = %v, Decide(Leading) = %v", Name(s), Classify(s), Decide(Leading, s))
-		}
-	}
-	if Classify(syscall.SIGTERM) != Stop || Classify(syscall.SIGHUP) != Forward || Classify(syscall.SIGTSTP) != Ignore {
-		t.Error("Classify no longer answers Stop, Forward, Ignore")
-	}
-}
-
 func TestNamesAndReasons(t *testing.T) {
 	for p := Campaigning; p < endPhase; p++ {
 		if s := p.String(); s == "" || strings.HasPrefix(s, "Phase(") {
@@ -147,12 +134,16 @@ var readmeRows = []readmeClaim{
 		[]Phase{Leading, Stopping}, messageSignals, Forward,
 	},
 	{
-		"| SIGTSTP, SIGTTIN, SIGTTOU | ignored, with a log line: a stopped supervisor would stop renewing while its child runs |",
+		"| SIGTSTP, SIGTTIN, SIGTTOU | ignored, with a log line, in every phase: a stopped supervisor would stop renewing its lease, and the fence would kill its child |",
 		allPhases, jobSignals, IgnoreStopped,
 	},
 	{
 		"| SIGTERM / SIGINT, no child | stops campaigning, revokes, exits 0 |",
 		[]Phase{Campaigning, BackingOff, Holding}, stopSignals, Exit,
+	},
+	{
+		"| SIGHUP, SIGUSR1, SIGUSR2, SIGQUIT, SIGWINCH, no child | ignored, with a log line |",
+		[]Phase{Campaigning, BackingOff, Holding}, messageSignals, IgnoreNoChild,
 	},
 }
 

@@ -5,19 +5,20 @@ import (
 	"fmt"
 
 	"github.com/etcdlead/etcdlead/internal/runner"
+	"github.com/etcdlead/etcdlead/supervisor"
 )
 
 // Exit codes, after timeout(1), env(1), flock(1) and tini. A child's own code
 // (or 128+N for signal N) passes through unchanged.
 const (
 	exitOK         = 0
-	exitNoLeader   = 3   // status, resign: no leader
-	exitConflict   = 75  // not leader when --wait ended (--conflict-exit-code)
-	exitLostOnce   = 76  // --once: leadership lost while the command ran
-	exitTimeout    = 124 // --timeout: the command ran too long
-	exitFailure    = 125 // MERGE:supervisor.ExitFailure etcdlead failed: flags, configuration, etcd
-	exitCannotExec = 126 // MERGE:supervisor.ExitCannotExec COMMAND cannot be executed
-	exitNotFound   = 127 // MERGE:supervisor.ExitNotFound COMMAND not found
+	exitNoLeader   = 3                         // status, resign: no leader
+	exitConflict   = 75                        // not leader when --wait ended (--conflict-exit-code)
+	exitLostOnce   = 76                        // --once: leadership lost while the command ran
+	exitTimeout    = 124                       // --timeout: the command ran too long
+	exitFailure    = supervisor.ExitFailure    // etcdlead failed: flags, configuration, etcd
+	exitCannotExec = supervisor.ExitCannotExec // COMMAND cannot be executed
+	exitNotFound   = supervisor.ExitNotFound   // COMMAND not found
 )
 
 // exitError is an end of the CLI's own, outside a run: bad input, a command

@@ -160,7 +160,7 @@ func (r *Runner) campaign(ctx context.Context) (*Term, error) {
 
 // onSignal applies what signals.Decide says a signal means in phase p, the
 // one place where a caught signal acts; child is nil when none runs.
-func (r *Runner) onSignal(s os.Signal, p signals.Phase, child Child) signals.DAction {
+func (r *Runner) onSignal(s os.Signal, p signals.Phase, child Child) signals.Action {
 	sig, _ := s.(syscall.Signal)
 	name := signals.Name(sig)
 	a := signals.Decide(p, s)
@@ -175,13 +175,11 @@ func (r *Runner) onSignal(s os.Signal, p signals.Phase, child Child) signals.DAc
 	case signals.KillChild:
 		child.Kill()
 		r.log.Warn("second stop signal: killing the child's group", "signal", name)
-	case signals.Forward_:
+	case signals.Forward:
 		child.Signal(sig)
 		r.log.Debug("forwarded signal", "signal", name)
-	case signals.IgnoreStopped:
-		r.log.Info("signal ignored: a stopped supervisor would lose its lease", "signal", name)
-	case signals.IgnoreNoChild:
-		r.log.Info("signal ignored: no child runs", "signal", name)
+	case signals.IgnoreStopped, signals.IgnoreNoChild:
+		r.log.Info(a.Reason(), "signal", name)
 	}
 	return a
 }
