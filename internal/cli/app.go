@@ -1,9 +1,14 @@
 package cli
 
 import (
+	"context"
+	"fmt"
 	"runtime/debug"
+	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/etcdlead/etcdlead/internal/logbuf"
 )
 
 // version is set at build time with -ldflags "-X main.version=..."; else the
@@ -52,16 +57,18 @@ func usageError(_ *cli.Context, err error, _ bool) error {
 	return failf("%v: see --help", err)
 }
 
-func runCommand(raw []string) *cli.Command {
-	return &cli.Command{
-		Name:      "run",
-		Usage:     "campaign for leadership and run COMMAND while leading",
-		ArgsUsage: "-- COMMAND [ARGS...]",
-		Description: "Campaigns in etcd and starts COMMAND once this process leads. The command is\n" +
-			"stopped the moment leadership is lost, and etcdlead campaigns again. It exits\n" +
-			"with the command's status when the command ends by itself.",
-		Flags:        runFlags(),
-		OnUsageError: usageError,
-		Action:       func(c *cli.Context) error { return runAction(c, raw) },
+// Main runs the command line args (args[0] is the program) and returns the
+// process's exit code, after printing at most one line for the outcome.
+// The caller exits with it once, so every deferred revoke and cleanup has
+// run before the process ends.
+func Main(args []string) int {
+	err := newApp(args).RunContext(context.Background(), args)
+	if msg := errorMessage(err); msg != "" {
+		fmt.Fprintln(logbuf.Stderr(), "etcdlead: "+msg)
 	}
+	// Bounded: a stderr that never drains must not keep etcdlead from
+	// exiting; the lease was revoked already.
+	const exitFlush = 2 * time.Second
+	logbuf.Flush(exitFlush)
+	return exitCode(err)
 }

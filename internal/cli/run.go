@@ -122,3 +122,48 @@ func newLogger(level string, json bool) hclog.Logger {
 		JSONFormat: json,
 	})
 }
+
+func runFlags() []cli.Flag {
+	return append([]cli.Flag{
+		&cli.StringFlag{Name: flagElection, EnvVars: []string{envElection},
+			Usage: "election name (default: the command's base name; required for shells and interpreters)"},
+		&cli.StringFlag{Name: flagPrefix, Value: defaultPrefix, EnvVars: []string{envPrefix}, Usage: "key prefix of all elections"},
+		&cli.DurationFlag{Name: flagTTL, Value: campaign.DefaultTTL, EnvVars: []string{envTTL},
+			Usage: "lease TTL, whole seconds from 2s to 1h: how long a crashed leader blocks the election"},
+		&cli.StringFlag{Name: flagID, EnvVars: []string{envID}, Usage: "this candidate's id, stored as the key's value (default: hostname/pid)"},
+		&cli.StringFlag{Name: flagKillSignal, Value: "SIGTERM", EnvVars: []string{envKillSignal}, Usage: "signal that asks the child to stop"},
+		&cli.DurationFlag{Name: flagKillTimeout, Value: campaign.DefaultKillTimeout, EnvVars: []string{envKillTimeout},
+			Usage: "grace between the kill signal and SIGKILL (default 5s, or TTL/4 when 5s does not fit)"},
+		&cli.DurationFlag{Name: flagFenceMargin, EnvVars: []string{envFenceMargin},
+			Usage: "how long before the lease could expire the child must be dead (default max(250ms, TTL/20))"},
+		&cli.DurationFlag{Name: flagWait, EnvVars: []string{envWait}, Usage: "give up if not leading after this long (default: wait for ever)"},
+		&cli.IntFlag{Name: flagConflictCode, Value: exitConflict, EnvVars: []string{envConflictCode},
+			Usage: "exit code when --wait or --no-wait ends while another candidate leads"},
+		&cli.BoolFlag{Name: flagOnce, EnvVars: []string{envOnce},
+			Usage: "run the command at most once: if leadership is lost, stop it and exit 76"},
+		&cli.BoolFlag{Name: flagNoWait, EnvVars: []string{envNoWait},
+			Usage: "like flock -n: exit 75 at once if another candidate leads"},
+		&cli.DurationFlag{Name: flagHoldAtLeast, EnvVars: []string{envHoldAtLeast},
+			Usage: "keep leadership this long after winning, even if the command ends sooner (cron singletons)"},
+		&cli.DurationFlag{Name: flagTimeout, EnvVars: []string{envTimeout},
+			Usage: "stop the command after this long and exit 124, like timeout(1)"},
+		&cli.StringFlag{Name: flagRestart, Value: "never", EnvVars: []string{envRestart},
+			Usage: "never, on-failure or always: campaign again after the command exits"},
+		&cli.StringFlag{Name: flagStatusAddr, EnvVars: []string{envStatusAddr},
+			Usage: "serve /healthz, /leader, /status and /metrics over HTTP on HOST:PORT"},
+	}, withEnv(connectionFlagSet(), false)...)
+}
+
+func runCommand(raw []string) *cli.Command {
+	return &cli.Command{
+		Name:      "run",
+		Usage:     "campaign for leadership and run COMMAND while leading",
+		ArgsUsage: "-- COMMAND [ARGS...]",
+		Description: "Campaigns in etcd and starts COMMAND once this process leads. The command is\n" +
+			"stopped the moment leadership is lost, and etcdlead campaigns again. It exits\n" +
+			"with the command's status when the command ends by itself.",
+		Flags:        runFlags(),
+		OnUsageError: usageError,
+		Action:       func(c *cli.Context) error { return runAction(c, raw) },
+	}
+}

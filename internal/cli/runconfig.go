@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -192,95 +191,4 @@ func parseSignal(s string) (syscall.Signal, error) {
 		return sig, nil
 	}
 	return 0, fmt.Errorf("--kill-signal %q is not a signal: use a name like SIGTERM or a number", s)
-}
-
-func logOptions(c *cli.Context) (string, bool, error) {
-	level := strings.ToLower(pick(c, flagLogLevel).String(flagLogLevel))
-	switch level {
-	case "trace", "debug", "info", "warn", "error":
-	default:
-		return "", false, fmt.Errorf("--log-level %q is not a level: use trace, debug, info, warn or error", level)
-	}
-	switch f := pick(c, flagLogFormat).String(flagLogFormat); f {
-	case "text":
-		return level, false, nil
-	case "json":
-		return level, true, nil
-	default:
-		return "", false, fmt.Errorf("--log-format %q is not a format: use text or json", f)
-	}
-}
-
-func parseConn(c *cli.Context) (etcdconn.Config, error) {
-	var cc etcdconn.Config
-	var err error
-	if cc.Endpoints, err = parseEndpoints(pick(c, flagEndpoints).String(flagEndpoints)); err != nil {
-		return cc, err
-	}
-	if cc.DialTimeout = pick(c, flagDialTimeout).Duration(flagDialTimeout); cc.DialTimeout <= 0 {
-		return cc, fmt.Errorf("--dial-timeout %s must be positive", cc.DialTimeout)
-	}
-	cc.CACert = pick(c, flagCACert).String(flagCACert)
-	cc.Cert = pick(c, flagCert).String(flagCert)
-	cc.Key = pick(c, flagKey).String(flagKey)
-	if (cc.Cert == "") != (cc.Key == "") {
-		return cc, errors.New("--cert and --key go together: give both or neither")
-	}
-	cc.InsecureTLS = pick(c, flagInsecureTLS).Bool(flagInsecureTLS)
-	cc.User = pick(c, flagUser).String(flagUser)
-	if u, p, ok := strings.Cut(cc.User, ":"); ok {
-		cc.User, cc.Password = u, p
-	}
-	if f := pick(c, flagPasswordFile).String(flagPasswordFile); f != "" {
-		if cc.User == "" {
-			return cc, errors.New("--password-file was given without a user: set --user too")
-		}
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return cc, fmt.Errorf("--password-file: %v", err)
-		}
-		cc.Password = strings.TrimRight(string(b), "\r\n")
-	} else if cc.Password == "" && cc.User != "" {
-		// Password variables mean nothing without a user, and are often
-		// set in a shell for other tools.
-		cc.Password = firstEnv(etcdconn.EnvPassword, etcdconn.EnvEtcdctlPassword)
-	}
-	return cc, nil
-}
-
-func firstEnv(names ...string) string {
-	for _, n := range names {
-		if v := os.Getenv(n); v != "" {
-			return v
-		}
-	}
-	return ""
-}
-
-// parseEndpoints accepts host:port, http://host:port and https://host:port.
-func parseEndpoints(s string) ([]string, error) {
-	var out []string
-	for _, e := range strings.Split(s, ",") {
-		e = strings.TrimSpace(e)
-		if e == "" {
-			return nil, fmt.Errorf("--endpoints %q has an empty entry: use host:port[,host:port...]", s)
-		}
-		hostport := e
-		if strings.Contains(e, "://") {
-			u, err := url.Parse(e)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
-				return nil, fmt.Errorf("--endpoints entry %q is not an endpoint: use host:port, http://host:port or https://host:port", e)
-			}
-			hostport = u.Host
-		}
-		host, port, err := net.SplitHostPort(hostport)
-		if err != nil || host == "" {
-			return nil, fmt.Errorf("--endpoints entry %q is not host:port: use e.g. 127.0.0.1:2379", e)
-		}
-		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-			return nil, fmt.Errorf("--endpoints entry %q has no valid port: use e.g. 127.0.0.1:2379", e)
-		}
-		out = append(out, e)
-	}
-	return out, nil
 }

@@ -1,0 +1,183 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/etcdlead/etcdlead/internal/etcdconn"
+)
+
+const (
+	defaultEndpoints   = "127.0.0.1:2379"
+	defaultPrefix      = "etcdlead/"
+	defaultDialTimeout = 5 * time.Second
+)
+
+// connectionFlags are global and also accepted after a subcommand. Only the
+// global copies read the environment: a variable must not outrank a flag
+// given on the command line before the subcommand (see pick).
+func connectionFlags() []cli.Flag { return withEnv(connectionFlagSet(), true) }
+
+// withEnv keeps or drops the flags' variables; dropped ones are still named
+// in the help text.
+func withEnv(flags []cli.Flag, keep bool) []cli.Flag {
+	if keep {
+		return flags
+	}
+	for _, f := range flags {
+		switch f := f.(type) {
+		case *cli.StringFlag:
+			f.Usage, f.EnvVars = envUsage(f.Usage, f.EnvVars), nil
+		case *cli.DurationFlag:
+			f.Usage, f.EnvVars = envUsage(f.Usage, f.EnvVars), nil
+		case *cli.BoolFlag:
+			f.Usage, f.EnvVars = envUsage(f.Usage, f.EnvVars), nil
+		}
+	}
+	return flags
+}
+
+func envUsage(usage string, vars []string) string {
+	if len(vars) == 0 {
+		return usage
+	}
+	return usage + " [$" + strings.Join(vars, ", $") + "]"
+}
+
+func connectionFlagSet() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: flagEndpoints, Value: defaultEndpoints, EnvVars: []string{envEndpoints, envEtcdctlEndpoints},
+			Usage: "etcd endpoints, comma-separated, with or without http:// or https://"},
+		&cli.DurationFlag{Name: flagDialTimeout, Value: defaultDialTimeout, EnvVars: []string{envDialTimeout},
+			Usage: "bound on each attempt to reach etcd"},
+		&cli.StringFlag{Name: flagCACert, EnvVars: []string{envCACert, envEtcdctlCACert}, Usage: "CA bundle to verify etcd's certificate", TakesFile: true},
+		&cli.StringFlag{Name: flagCert, EnvVars: []string{envCert, envEtcdctlCert}, Usage: "client certificate for etcd", TakesFile: true},
+		&cli.StringFlag{Name: flagKey, EnvVars: []string{envKey, envEtcdctlKey}, Usage: "client certificate's private key", TakesFile: true},
+		&cli.BoolFlag{Name: flagInsecureTLS, EnvVars: []string{envInsecureTLS}, Usage: "do not verify etcd's certificate (testing only)"},
+		&cli.StringFlag{Name: flagUser, EnvVars: []string{envUser, envEtcdctlUser},
+			Usage: "etcd user; the password comes from --password-file, " + envPassword + " or " + envEtcdctlPassword},
+		&cli.StringFlag{Name: flagPasswordFile, EnvVars: []string{envPasswordFile}, Usage: "file holding the etcd password", TakesFile: true},
+		&cli.StringFlag{Name: flagLogLevel, Value: "info", EnvVars: []string{envLogLevel}, Usage: "trace, debug, info, warn or error"},
+		&cli.StringFlag{Name: flagLogFormat, Value: "text", EnvVars: []string{envLogFormat}, Usage: "text or json (logs go to stderr)"},
+	}
+}
+
+// electionFlags are those of the operator commands (status, resign).
+func electionFlags() []cli.Flag {
+	return append([]cli.Flag{
+		&cli.StringFlag{Name: flagElection, EnvVars: []string{envElection}, Usage: "election name"},
+		&cli.StringFlag{Name: flagPrefix, Value: defaultPrefix, EnvVars: []string{envPrefix}, Usage: "key prefix of all elections"},
+	}, withEnv(connectionFlagSet(), false)...)
+}
+
+// pick returns the innermost context in which name was set, so a connection
+// flag given before the subcommand is not hidden by the subcommand's
+// default. The subcommand's copies have no variables, so a variable counts
+// only at the top, below any flag on the command line.
+func pick(c *cli.Context, name string) *cli.Context {
+	for _, x := range c.Lineage() {
+		if x.IsSet(name) {
+			return x
+		}
+	}
+	return c
+}
+
+func logOptions(c *cli.Context) (string, bool, error) {
+	level := strings.ToLower(pick(c, flagLogLevel).String(flagLogLevel))
+	switch level {
+	case "trace", "debug", "info", "warn", "error":
+	default:
+		return "", false, fmt.Errorf("--log-level %q is not a level: use trace, debug, info, warn or error", level)
+	}
+	switch f := pick(c, flagLogFormat).String(flagLogFormat); f {
+	case "text":
+		return level, false, nil
+	case "json":
+		return level, true, nil
+	default:
+		return "", false, fmt.Errorf("--log-format %q is not a format: use text or json", f)
+	}
+}
+
+func parseConn(c *cli.Context) (etcdconn.Config, error) {
+	var cc etcdconn.Config
+	var err error
+	if cc.Endpoints, err = parseEndpoints(pick(c, flagEndpoints).String(flagEndpoints)); err != nil {
+		return cc, err
+	}
+	if cc.DialTimeout = pick(c, flagDialTimeout).Duration(flagDialTimeout); cc.DialTimeout <= 0 {
+		return cc, fmt.Errorf("--dial-timeout %s must be positive", cc.DialTimeout)
+	}
+	cc.CACert = pick(c, flagCACert).String(flagCACert)
+	cc.Cert = pick(c, flagCert).String(flagCert)
+	cc.Key = pick(c, flagKey).String(flagKey)
+	if (cc.Cert == "") != (cc.Key == "") {
+		return cc, errors.New("--cert and --key go together: give both or neither")
+	}
+	cc.InsecureTLS = pick(c, flagInsecureTLS).Bool(flagInsecureTLS)
+	cc.User = pick(c, flagUser).String(flagUser)
+	if u, p, ok := strings.Cut(cc.User, ":"); ok {
+		cc.User, cc.Password = u, p
+	}
+	if f := pick(c, flagPasswordFile).String(flagPasswordFile); f != "" {
+		if cc.User == "" {
+			return cc, errors.New("--password-file was given without a user: set --user too")
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return cc, fmt.Errorf("--password-file: %v", err)
+		}
+		cc.Password = strings.TrimRight(string(b), "\r\n")
+	} else if cc.Password == "" && cc.User != "" {
+		// Password variables mean nothing without a user, and are often
+		// set in a shell for other tools.
+		cc.Password = firstEnv(etcdconn.EnvPassword, etcdconn.EnvEtcdctlPassword)
+	}
+	return cc, nil
+}
+
+func firstEnv(names ...string) string {
+	for _, n := range names {
+		if v := os.Getenv(n); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// parseEndpoints accepts host:port, http://host:port and https://host:port.
+func parseEndpoints(s string) ([]string, error) {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			return nil, fmt.Errorf("--endpoints %q has an empty entry: use host:port[,host:port...]", s)
+		}
+		hostport := e
+		if strings.Contains(e, "://") {
+			u, err := url.Parse(e)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+				return nil, fmt.Errorf("--endpoints entry %q is not an endpoint: use host:port, http://host:port or https://host:port", e)
+			}
+			hostport = u.Host
+		}
+		host, port, err := net.SplitHostPort(hostport)
+		if err != nil || host == "" {
+			return nil, fmt.Errorf("--endpoints entry %q is not host:port: use e.g. 127.0.0.1:2379", e)
+		}
+		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+			return nil, fmt.Errorf("--endpoints entry %q has no valid port: use e.g. 127.0.0.1:2379", e)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
