@@ -40,7 +40,7 @@ func newApp(args []string) *cli.App {
 			completionCommand(),
 		},
 		EnableBashCompletion: true,
-		// Errors come back to realMain, which prints one line and exits once.
+		// Errors come back to Main, which prints one line and returns the code.
 		ExitErrHandler:  func(*cli.Context, error) {},
 		OnUsageError:    usageError,
 		HideHelpCommand: true,
