@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlead/etcdlead/campaign"
 	"github.com/etcdlead/etcdlead/internal/etcdtest"
+	"github.com/etcdlead/etcdlead/internal/faultproxy"
 	"github.com/etcdlead/etcdlead/supervisor"
 )
 
@@ -23,33 +26,47 @@ import (
 
 const safety = 30 * time.Second
 
+// quiet is how long a test watches for something that must not happen
+// once what it waits for is in place. Where it is used, the fault it
+// looks for shows at once, so a longer watch would find nothing more.
+const quiet = 300 * time.Millisecond
+
 type fixture struct {
-	t       *testing.T
-	cli     *clientv3.Client
-	l       campaign.Layout
-	n       int
+	t   *testing.T
+	cli *clientv3.Client
+	l   campaign.Layout
+	n   int
+	ttl time.Duration // of the campaigners made from now on
+	log hclog.Logger  // of the campaigners made from now on, if set
+	// renewed, if set before the campaigns it should hear start, hears
+	// every renewal attempt.
+	renewed func(time.Duration, error)
 	front   chan string   // keys of candidates that became next in line
 	barrier chan struct{} // a candidate waits for an older lease
 }
 
-func (f *fixture) Renewed(time.Duration, error) {}
-func (f *fixture) BarrierWait()                 { f.barrier <- struct{}{} }
-func (f *fixture) Queued(string, int)           {}
-func (f *fixture) Front(key string)             { f.front <- key }
+func (f *fixture) Renewed(latency time.Duration, err error) {
+	if f.renewed != nil {
+		f.renewed(latency, err)
+	}
+}
+func (f *fixture) BarrierWait()       { f.barrier <- struct{}{} }
+func (f *fixture) Queued(string, int) {}
+func (f *fixture) Front(key string)   { f.front <- key }
 
 func newFixture(t *testing.T, cli *clientv3.Client) *fixture {
 	l, err := campaign.NewLayout("test/", t.Name()[len("TestCampaign/"):])
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{t: t, cli: cli, l: l, front: make(chan string, 16), barrier: make(chan struct{}, 16)}
+	return &fixture{t: t, cli: cli, l: l, ttl: 10 * time.Second, front: make(chan string, 16), barrier: make(chan struct{}, 16)}
 }
 
 func (f *fixture) campaigner(noWait bool) *campaign.Campaigner {
 	f.t.Helper()
 	f.n++
 	c, err := campaign.New(campaign.Config{
-		Client: f.cli, Layout: f.l, ID: fmt.Sprintf("c%d", f.n), TTL: 10 * time.Second,
+		Client: f.cli, Layout: f.l, ID: fmt.Sprintf("c%d", f.n), TTL: f.ttl, Logger: f.log,
 		Guard: time.Second, RequestTimeout: 5 * time.Second, Now: supervisor.Now, NoWait: noWait, Observer: f,
 	})
 	if err != nil {
@@ -185,6 +202,65 @@ func endsFromWatch(t *testing.T, b <-chan result, want error) {
 	}
 }
 
+// stallOnce returns a function that blocks its first caller until release
+// is called, and a channel closed once that caller is inside: a test holds
+// one of the campaign's goroutines there. Release may be called more than
+// once; tests defer it so that a failure leaves nothing blocked.
+func stallOnce() (stall func(), inside <-chan struct{}, release func()) {
+	in, out := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	stall = func() {
+		once.Do(func() {
+			close(in)
+			<-out
+		})
+	}
+	return stall, in, sync.OnceFunc(func() { close(out) })
+}
+
+func awaitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(safety):
+		t.Fatalf("%s: not within %s", what, safety)
+	}
+}
+
+// testLog is a logger that calls stall, if set, in the logging goroutine.
+// Unlike hclog's own loggers it takes no lock around the call, so a stalled
+// goroutine holds up no other goroutine's log calls.
+type testLog struct {
+	hclog.Logger // for the methods the campaign does not call
+	stall        func(msg string)
+}
+
+func newTestLog() *testLog {
+	return &testLog{Logger: hclog.NewNullLogger()}
+}
+
+func (l *testLog) Trace(msg string, args ...any) { l.line(msg, args) }
+func (l *testLog) Debug(msg string, args ...any) { l.line(msg, args) }
+func (l *testLog) Info(msg string, args ...any)  { l.line(msg, args) }
+func (l *testLog) Warn(msg string, args ...any)  { l.line(msg, args) }
+func (l *testLog) Error(msg string, args ...any) { l.line(msg, args) }
+
+func (l *testLog) line(msg string, _ []any) {
+	if l.stall != nil {
+		l.stall(msg)
+	}
+}
+
+func newProxy(t *testing.T, c *etcdtest.Cluster) *faultproxy.Proxy {
+	t.Helper()
+	p, err := faultproxy.New(c.Member(0).ClientAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
 func hold(t *campaign.Term) <-chan error {
 	out := make(chan error, 1)
 	go func() { out <- t.Hold(context.Background(), func(time.Duration) {}) }()
@@ -203,7 +279,8 @@ func awaitErr(t *testing.T, ch <-chan error) error {
 }
 
 func TestCampaign(t *testing.T) {
-	cli := etcdtest.Start(t, etcdtest.Options{}).Client(t)
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	cli := cluster.Client(t)
 	ctx := t.Context()
 
 	t.Run("handoff", func(t *testing.T) {
@@ -363,6 +440,137 @@ func TestCampaign(t *testing.T) {
 		defer cancel()
 		if _, err := f.campaigner(false).Campaign(wctx); !errors.Is(err, campaign.ErrNotLeader) {
 			t.Errorf("Campaign = %v, want ErrNotLeader", err)
+		}
+	})
+
+	// Hold renews in its caller's goroutine: it does not return while a
+	// renewal is still under way, here held inside onRenew, so no deadline
+	// reaches a fence that its caller has already taken down.
+	t.Run("hold-waits-for-renewal", func(t *testing.T) {
+		f := newFixture(t, cli)
+		a := f.lead()
+		stall, inside, release := stallOnce()
+		defer release()
+		hctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		held := make(chan error, 1)
+		go func() { held <- a.Hold(hctx, func(time.Duration) { stall() }) }()
+		awaitClosed(t, inside, "first renewal")
+		cancel()
+		select {
+		case err := <-held:
+			t.Fatalf("Hold returned (%v) while its renewal was still calling onRenew", err)
+		case <-time.After(quiet):
+		}
+		release()
+		if err := awaitErr(t, held); !errors.Is(err, context.Canceled) {
+			t.Errorf("Hold = %v, want context.Canceled", err)
+		}
+	})
+
+	// A renewal under way when Hold's context ends is abandoned, not waited
+	// out: the revoke that follows a child's exit is not held up by it.
+	t.Run("hold-cancel-abandons-renewal", func(t *testing.T) {
+		p := newProxy(t, cluster)
+		f := newFixture(t, etcdtest.NewClient(t, p.Addr()))
+		failed := make(chan struct{}, 1)
+		f.renewed = func(_ time.Duration, err error) {
+			if err != nil {
+				select {
+				case failed <- struct{}{}:
+				default:
+				}
+			}
+		}
+		a := f.lead()
+		r := campaign.RenewInterval(a.TTL)
+		p.Blackhole()
+		defer p.Pass() // before the cleanup's revoke
+		hctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		held := make(chan error, 1)
+		go func() { held <- a.Hold(hctx, func(time.Duration) {}) }()
+		// The first attempt fails when its bound r runs out; by then the
+		// ticker has fired, so the next attempt is sent at once and hangs.
+		select {
+		case <-failed:
+		case err := <-held:
+			t.Fatalf("Hold ended (%v) while etcd was cut off", err)
+		case <-time.After(safety):
+			t.Fatal("no failed renewal while etcd was cut off")
+		}
+		cancel()
+		cancelled := time.Now()
+		if err := awaitErr(t, held); !errors.Is(err, context.Canceled) {
+			t.Errorf("Hold = %v, want context.Canceled", err)
+		}
+		if took := time.Since(cancelled); took >= r/2 {
+			t.Errorf("Hold returned %s after its context ended: the renewal under way (bounded by r = %s) was not abandoned", took, r)
+		}
+	})
+
+	// Revoke returns only once the term's guard has ended, here held inside
+	// a log call about the key it saw deleted.
+	t.Run("revoke-waits-for-guard", func(t *testing.T) {
+		f := newFixture(t, cli)
+		stall, inside, release := stallOnce()
+		defer release()
+		log := newTestLog()
+		log.stall = func(msg string) {
+			if msg == "key deleted" {
+				stall()
+			}
+		}
+		f.log = log
+		a := f.lead()
+		if _, err := cli.Delete(ctx, a.Key); err != nil {
+			t.Fatal(err)
+		}
+		awaitClosed(t, inside, "the guard's log of the deleted key")
+		revoked := make(chan struct{})
+		go func() {
+			a.Revoke()
+			close(revoked)
+		}()
+		select {
+		case <-revoked:
+			t.Fatal("Revoke returned while the term's guard was still running")
+		case <-time.After(quiet):
+		}
+		release()
+		awaitClosed(t, revoked, "Revoke after the guard ended")
+		if c, _ := cli.Get(ctx, a.Sentinel, clientv3.WithCountOnly()); c.Count != 0 {
+			t.Error("the sentinel outlived the revoke")
+		}
+	})
+
+	// Campaign returns only once the renewals of its wait have ended, here
+	// held inside the observer's report of one.
+	t.Run("campaign-waits-for-renewal", func(t *testing.T) {
+		f := newFixture(t, cli)
+		f.lead()
+		stall, inside, release := stallOnce()
+		defer release()
+		f.renewed = func(time.Duration, error) { stall() }
+		f.ttl = campaign.MinTTL // a waiter renews every T/3
+		bctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		b := f.waiting(bctx, 1)
+		awaitClosed(t, inside, "the waiter's first renewal")
+		cancel()
+		select {
+		case r := <-b:
+			t.Fatalf("Campaign returned (%v) while its renewal was still reporting", r.err)
+		case <-time.After(quiet):
+		}
+		release()
+		select {
+		case r := <-b:
+			if !errors.Is(r.err, campaign.ErrNotLeader) {
+				t.Errorf("Campaign = %v, want ErrNotLeader", r.err)
+			}
+		case <-time.After(safety):
+			t.Fatal("Campaign did not return after its renewal ended")
 		}
 	})
 }
