@@ -37,6 +37,7 @@ func (t *Term) watchOwn(rev int64) error {
 		if rev, err = t.check(t.ctx); err != nil {
 			return err
 		}
+		t.c.log.Debug("own keys intact; watching them again", "rev", rev)
 	}
 }
 
