@@ -199,7 +199,8 @@ func (t *Term) waitEvent(ctx context.Context, v view) (map[clientv3.LeaseID]stri
 		}
 		keys, leases = append(keys, p.key), append(leases, p.lease)
 	}
-	ws := t.watchAll(wctx, keys, v.rev)
+	ws, stop := t.watchAll(wctx, keys, v.rev)
+	defer stop()
 	for {
 		var w watched
 		select {

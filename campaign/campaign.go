@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -112,10 +113,16 @@ func (c *Campaigner) Campaign(ctx context.Context) (*Term, error) {
 	}
 	t.guard(t.Rev)
 	// The wait ends with the term: a deleted own key, a resign request.
+	// The renewals while waiting end with the wait, before Campaign returns
+	// (and before the revoke of a failed campaign): none may come after.
 	wctx, cancel := t.bound(ctx)
-	defer cancel(nil)
+	var renewing sync.WaitGroup
+	defer func() {
+		cancel(nil)
+		renewing.Wait()
+	}()
 	if !v.clear() {
-		go t.renewWhileWaiting(wctx)
+		renewing.Go(func() { t.renewWhileWaiting(wctx) })
 		if err := t.wait(wctx, v); err != nil {
 			return nil, err
 		}

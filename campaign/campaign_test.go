@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlead/etcdlead/campaign"
 	"github.com/etcdlead/etcdlead/internal/etcdtest"
+	"github.com/etcdlead/etcdlead/internal/faultproxy"
 	"github.com/etcdlead/etcdlead/supervisor"
 )
 
@@ -23,33 +27,47 @@ import (
 
 const safety = 30 * time.Second
 
+// quiet is how long a test watches for something that must not happen
+// once what it waits for is in place. Where it is used, the fault it
+// looks for shows at once, so a longer watch would find nothing more.
+const quiet = 300 * time.Millisecond
+
 type fixture struct {
-	t       *testing.T
-	cli     *clientv3.Client
-	l       campaign.Layout
-	n       int
+	t   *testing.T
+	cli *clientv3.Client
+	l   campaign.Layout
+	n   int
+	ttl time.Duration // of the campaigners made from now on
+	log hclog.Logger  // of the campaigners made from now on, if set
+	// renewed, if set before the campaigns it should hear start, hears
+	// every renewal attempt.
+	renewed func(time.Duration, error)
 	front   chan string   // keys of candidates that became next in line
 	barrier chan struct{} // a candidate waits for an older lease
 }
 
-func (f *fixture) Renewed(time.Duration, error) {}
-func (f *fixture) BarrierWait()                 { f.barrier <- struct{}{} }
-func (f *fixture) Queued(string, int)           {}
-func (f *fixture) Front(key string)             { f.front <- key }
+func (f *fixture) Renewed(latency time.Duration, err error) {
+	if f.renewed != nil {
+		f.renewed(latency, err)
+	}
+}
+func (f *fixture) BarrierWait()       { f.barrier <- struct{}{} }
+func (f *fixture) Queued(string, int) {}
+func (f *fixture) Front(key string)   { f.front <- key }
 
 func newFixture(t *testing.T, cli *clientv3.Client) *fixture {
 	l, err := campaign.NewLayout("test/", t.Name()[len("TestCampaign/"):])
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{t: t, cli: cli, l: l, front: make(chan string, 16), barrier: make(chan struct{}, 16)}
+	return &fixture{t: t, cli: cli, l: l, ttl: 10 * time.Second, front: make(chan string, 16), barrier: make(chan struct{}, 16)}
 }
 
 func (f *fixture) campaigner(noWait bool) *campaign.Campaigner {
 	f.t.Helper()
 	f.n++
 	c, err := campaign.New(campaign.Config{
-		Client: f.cli, Layout: f.l, ID: fmt.Sprintf("c%d", f.n), TTL: 10 * time.Second,
+		Client: f.cli, Layout: f.l, ID: fmt.Sprintf("c%d", f.n), TTL: f.ttl, Logger: f.log,
 		Guard: time.Second, RequestTimeout: 5 * time.Second, Now: supervisor.Now, NoWait: noWait, Observer: f,
 	})
 	if err != nil {
@@ -151,6 +169,21 @@ func newest(t *testing.T, cli *clientv3.Client, l campaign.Layout) string {
 	return ""
 }
 
+// next waits until the candidate with key says it is next in line, which
+// it says only from its wait, and fails if b stops waiting first.
+func (f *fixture) next(b <-chan result, key string) {
+	f.t.Helper()
+	for got := ""; got != key; {
+		select {
+		case got = <-f.front:
+		case r := <-b:
+			f.t.Fatalf("the candidate stopped waiting (err %v)", r.err)
+		case <-time.After(safety):
+			f.t.Fatalf("%s did not become next in line", key)
+		}
+	}
+}
+
 // waitsOnLease blocks until a candidate says it waits for an older lease,
 // and fails if b stops waiting first.
 func (f *fixture) waitsOnLease(b <-chan result) {
@@ -185,6 +218,138 @@ func endsFromWatch(t *testing.T, b <-chan result, want error) {
 	}
 }
 
+// stallOnce returns a function that blocks its first caller until release
+// is called, and a channel closed once that caller is inside: a test holds
+// one of the campaign's goroutines there. Release may be called more than
+// once; tests defer it so that a failure leaves nothing blocked.
+func stallOnce() (stall func(), inside <-chan struct{}, release func()) {
+	in, out := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	stall = func() {
+		once.Do(func() {
+			close(in)
+			<-out
+		})
+	}
+	return stall, in, sync.OnceFunc(func() { close(out) })
+}
+
+func awaitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(safety):
+		t.Fatalf("%s: not within %s", what, safety)
+	}
+}
+
+// testLog is a logger that keeps its lines for a test to wait for, and
+// calls stall, if set, in the logging goroutine before it keeps a line.
+// Unlike hclog's own loggers it takes no lock around the call, so a stalled
+// goroutine holds up no other goroutine's log calls.
+type testLog struct {
+	hclog.Logger // for the methods the campaign does not call
+	stall        func(msg string)
+	mu           sync.Mutex
+	lines        []string
+	grew         chan struct{} // closed and replaced at each line
+}
+
+func newTestLog() *testLog {
+	return &testLog{Logger: hclog.NewNullLogger(), grew: make(chan struct{})}
+}
+
+func (l *testLog) Trace(msg string, args ...any) { l.line(msg, args) }
+func (l *testLog) Debug(msg string, args ...any) { l.line(msg, args) }
+func (l *testLog) Info(msg string, args ...any)  { l.line(msg, args) }
+func (l *testLog) Warn(msg string, args ...any)  { l.line(msg, args) }
+func (l *testLog) Error(msg string, args ...any) { l.line(msg, args) }
+
+func (l *testLog) line(msg string, args []any) {
+	if l.stall != nil {
+		l.stall(msg)
+	}
+	var b strings.Builder
+	b.WriteString(msg)
+	for i := 0; i+1 < len(args); i += 2 {
+		fmt.Fprintf(&b, " %v=%v", args[i], args[i+1])
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, b.String())
+	close(l.grew)
+	l.grew = make(chan struct{})
+}
+
+// waitFor returns the index of the first line from index from on that
+// contains every one of parts, waiting for it if need be. It fails if held
+// (when not nil) delivers first: the term ended before the line came.
+func (l *testLog) waitFor(t *testing.T, from int, held <-chan error, parts ...string) int {
+	t.Helper()
+	deadline := time.After(safety)
+	for {
+		l.mu.Lock()
+		for i := from; i < len(l.lines); i++ {
+			all := true
+			for _, p := range parts {
+				all = all && strings.Contains(l.lines[i], p)
+			}
+			if all {
+				l.mu.Unlock()
+				return i
+			}
+		}
+		grew := l.grew
+		l.mu.Unlock()
+		select {
+		case <-grew:
+		case err := <-held:
+			t.Fatalf("the term ended (%v) before a log line with %q", err, parts)
+		case <-deadline:
+			t.Fatalf("no log line with %q within %s", parts, safety)
+		}
+	}
+}
+
+func newProxy(t *testing.T, c *etcdtest.Cluster) *faultproxy.Proxy {
+	t.Helper()
+	p, err := faultproxy.New(c.Member(0).ClientAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// compactPast writes beside the election and compacts etcd's history up
+// to the last write, so that a watch of the election's keys resumed from
+// before must skip what was compacted. The compaction is etcd-wide; the
+// other subtests do not mind, as each watches from revisions it read after.
+func compactPast(t *testing.T, cli *clientv3.Client, l campaign.Layout) {
+	t.Helper()
+	var last int64
+	for i := range 20 {
+		resp, err := cli.Put(t.Context(), l.Prefix()+"-beside", fmt.Sprint(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = resp.Header.Revision
+	}
+	if _, err := cli.Compact(t.Context(), last, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func grant(t *testing.T, cli *clientv3.Client) clientv3.LeaseID {
+	t.Helper()
+	resp, err := cli.Grant(t.Context(), 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = cli.Revoke(context.Background(), resp.ID) })
+	return resp.ID
+}
+
 func hold(t *campaign.Term) <-chan error {
 	out := make(chan error, 1)
 	go func() { out <- t.Hold(context.Background(), func(time.Duration) {}) }()
@@ -203,13 +368,16 @@ func awaitErr(t *testing.T, ch <-chan error) error {
 }
 
 func TestCampaign(t *testing.T) {
-	cli := etcdtest.Start(t, etcdtest.Options{}).Client(t)
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	cli := cluster.Client(t)
 	ctx := t.Context()
 
 	t.Run("handoff", func(t *testing.T) {
 		f := newFixture(t, cli)
 		a := f.lead()
 		b := f.waiting(ctx, 1)
+		// B says it is next only from its wait: it did not start beside A.
+		f.next(b, newest(t, cli, f.l))
 		still(t, b, "A leads")
 		a.Revoke()
 		tb := f.await(b)
@@ -324,15 +492,7 @@ func TestCampaign(t *testing.T) {
 			if r := <-x; !errors.Is(r.err, campaign.ErrNotLeader) {
 				t.Fatalf("X's campaign = %v, want ErrNotLeader", r.err)
 			}
-			for key := ""; key != bKey; {
-				select {
-				case key = <-f.front:
-				case r := <-b:
-					t.Fatalf("B stopped waiting while A's lease lives (err %v)", r.err)
-				case <-time.After(safety):
-					t.Fatal("B did not become next in line")
-				}
-			}
+			f.next(b, bKey)
 			still(t, b, "A's lease lives behind forged keys")
 			a.Revoke()
 			f.await(b)
@@ -364,5 +524,340 @@ func TestCampaign(t *testing.T) {
 		if _, err := f.campaigner(false).Campaign(wctx); !errors.Is(err, campaign.ErrNotLeader) {
 			t.Errorf("Campaign = %v, want ErrNotLeader", err)
 		}
+	})
+
+	// Hold renews in its caller's goroutine: it does not return while a
+	// renewal is still under way, here held inside onRenew, so no deadline
+	// reaches a fence that its caller has already taken down.
+	t.Run("hold-waits-for-renewal", func(t *testing.T) {
+		f := newFixture(t, cli)
+		a := f.lead()
+		stall, inside, release := stallOnce()
+		defer release()
+		hctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		held := make(chan error, 1)
+		go func() { held <- a.Hold(hctx, func(time.Duration) { stall() }) }()
+		awaitClosed(t, inside, "first renewal")
+		cancel()
+		select {
+		case err := <-held:
+			t.Fatalf("Hold returned (%v) while its renewal was still calling onRenew", err)
+		case <-time.After(quiet):
+		}
+		release()
+		if err := awaitErr(t, held); !errors.Is(err, context.Canceled) {
+			t.Errorf("Hold = %v, want context.Canceled", err)
+		}
+	})
+
+	// A renewal under way when Hold's context ends is abandoned, not waited
+	// out: the revoke that follows a child's exit is not held up by it.
+	t.Run("hold-cancel-abandons-renewal", func(t *testing.T) {
+		p := newProxy(t, cluster)
+		f := newFixture(t, etcdtest.NewClient(t, p.Addr()))
+		failed := make(chan struct{}, 1)
+		f.renewed = func(_ time.Duration, err error) {
+			if err != nil {
+				select {
+				case failed <- struct{}{}:
+				default:
+				}
+			}
+		}
+		a := f.lead()
+		r := campaign.RenewInterval(a.TTL)
+		p.Blackhole()
+		defer p.Pass() // before the cleanup's revoke
+		hctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		held := make(chan error, 1)
+		go func() { held <- a.Hold(hctx, func(time.Duration) {}) }()
+		// The first attempt fails when its bound r runs out; by then the
+		// ticker has fired, so the next attempt is sent at once and hangs.
+		select {
+		case <-failed:
+		case err := <-held:
+			t.Fatalf("Hold ended (%v) while etcd was cut off", err)
+		case <-time.After(safety):
+			t.Fatal("no failed renewal while etcd was cut off")
+		}
+		cancel()
+		cancelled := time.Now()
+		if err := awaitErr(t, held); !errors.Is(err, context.Canceled) {
+			t.Errorf("Hold = %v, want context.Canceled", err)
+		}
+		if took := time.Since(cancelled); took >= r/2 {
+			t.Errorf("Hold returned %s after its context ended: the renewal under way (bounded by r = %s) was not abandoned", took, r)
+		}
+	})
+
+	// Revoke returns only once the term's guard has ended, here held inside
+	// a log call about the key it saw deleted.
+	t.Run("revoke-waits-for-guard", func(t *testing.T) {
+		f := newFixture(t, cli)
+		stall, inside, release := stallOnce()
+		defer release()
+		log := newTestLog()
+		log.stall = func(msg string) {
+			if msg == "key deleted" {
+				stall()
+			}
+		}
+		f.log = log
+		a := f.lead()
+		if _, err := cli.Delete(ctx, a.Key); err != nil {
+			t.Fatal(err)
+		}
+		awaitClosed(t, inside, "the guard's log of the deleted key")
+		revoked := make(chan struct{})
+		go func() {
+			a.Revoke()
+			close(revoked)
+		}()
+		select {
+		case <-revoked:
+			t.Fatal("Revoke returned while the term's guard was still running")
+		case <-time.After(quiet):
+		}
+		release()
+		awaitClosed(t, revoked, "Revoke after the guard ended")
+		if c, _ := cli.Get(ctx, a.Sentinel, clientv3.WithCountOnly()); c.Count != 0 {
+			t.Error("the sentinel outlived the revoke")
+		}
+	})
+
+	// Campaign returns only once the renewals of its wait have ended, here
+	// held inside the observer's report of one.
+	t.Run("campaign-waits-for-renewal", func(t *testing.T) {
+		f := newFixture(t, cli)
+		f.lead()
+		stall, inside, release := stallOnce()
+		defer release()
+		f.renewed = func(time.Duration, error) { stall() }
+		f.ttl = campaign.MinTTL // a waiter renews every T/3
+		bctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		b := f.waiting(bctx, 1)
+		awaitClosed(t, inside, "the waiter's first renewal")
+		cancel()
+		select {
+		case r := <-b:
+			t.Fatalf("Campaign returned (%v) while its renewal was still reporting", r.err)
+		case <-time.After(quiet):
+		}
+		release()
+		select {
+		case r := <-b:
+			if !errors.Is(r.err, campaign.ErrNotLeader) {
+				t.Errorf("Campaign = %v, want ErrNotLeader", r.err)
+			}
+		case <-time.After(safety):
+			t.Fatal("Campaign did not return after its renewal ended")
+		}
+	})
+
+	// The campaign transaction puts the queue key (value: the id) and the
+	// sentinel (value: the queue key) under the term's lease, both in one
+	// revision, the fencing token; the term says what etcd holds.
+	t.Run("enqueue", func(t *testing.T) {
+		f := newFixture(t, cli)
+		a := f.lead()
+		id := fmt.Sprintf("c%d", f.n)
+		if a.Key != f.l.QueueKey(a.Lease) || a.Sentinel != f.l.SentinelKey(a.Lease) {
+			t.Errorf("term keys %s, %s; want %s, %s", a.Key, a.Sentinel, f.l.QueueKey(a.Lease), f.l.SentinelKey(a.Lease))
+		}
+		resp, err := cli.Txn(ctx).Then(clientv3.OpGet(a.Key), clientv3.OpGet(a.Sentinel)).Commit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range []struct{ key, value string }{{a.Key, id}, {a.Sentinel, a.Key}} {
+			kvs := resp.Responses[i].GetResponseRange().Kvs
+			if len(kvs) != 1 {
+				t.Fatalf("%s: %d keys in etcd, want 1", want.key, len(kvs))
+			}
+			kv := kvs[0]
+			if string(kv.Value) != want.value || clientv3.LeaseID(kv.Lease) != a.Lease ||
+				kv.CreateRevision != a.Rev || kv.ModRevision != a.Rev {
+				t.Errorf("%s = %q, lease %x, created at %d, modified at %d; want %q, lease %x, both at the term's %d",
+					want.key, kv.Value, kv.Lease, kv.CreateRevision, kv.ModRevision, want.value, int64(a.Lease), a.Rev)
+			}
+		}
+		ttl, err := cli.TimeToLive(ctx, a.Lease, clientv3.WithAttachedKeys())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var attached []string
+		for _, k := range ttl.Keys {
+			attached = append(attached, string(k))
+		}
+		want := []string{a.Key, a.Sentinel}
+		slices.Sort(attached)
+		slices.Sort(want)
+		if !slices.Equal(attached, want) {
+			t.Errorf("keys on the term's lease %q, want %q", attached, want)
+		}
+		if time.Duration(ttl.GrantedTTL)*time.Second != a.TTL || a.TTL != f.ttl {
+			t.Errorf("term TTL %s, etcd granted %ds, asked %s", a.TTL, ttl.GrantedTTL, f.ttl)
+		}
+	})
+
+	// A live term's queue key and sentinel both deleted by hand in one
+	// revision, as a delete of the prefix does: the waiter that watched
+	// them waits for the lease itself. (A newcomer would find nothing to
+	// wait for: docs/design.md, "What stays bounded".)
+	t.Run("keys-deleted-lease-lives", func(t *testing.T) {
+		f := newFixture(t, cli)
+		a := f.lead()
+		b := f.waiting(ctx, 1)
+		f.next(b, newest(t, cli, f.l))
+		if _, err := cli.Txn(ctx).Then(clientv3.OpDelete(a.Key), clientv3.OpDelete(a.Sentinel)).Commit(); err != nil {
+			t.Fatal(err)
+		}
+		f.waitsOnLease(b)
+		still(t, b, "A's lease lives")
+		a.Revoke()
+		f.await(b)
+	})
+
+	// A guard's watch resumed from compacted history (here after its
+	// connection dropped) neither ends the term nor leaves it unguarded: the
+	// guard reads its keys and watches on from that read, so a later delete
+	// still reaches it through the watch. The TTL keeps the guard's re-read
+	// every T/3 out of the way.
+	t.Run("compaction-then-delete", func(t *testing.T) {
+		p := newProxy(t, cluster)
+		f := newFixture(t, etcdtest.NewClient(t, p.Addr()))
+		f.ttl = 30 * time.Second
+		log := newTestLog()
+		f.log = log
+		a := f.lead()
+		held := hold(a)
+		compactPast(t, cli, f.l)
+		p.Reset()
+		p.Pass()
+		i := log.waitFor(t, 0, held, "own-key watch interrupted", "compacted")
+		log.waitFor(t, i, held, "own keys intact; watching them again")
+		select {
+		case err := <-held:
+			t.Fatalf("the compaction ended the term: %v", err)
+		default:
+		}
+		if _, err := cli.Delete(ctx, a.Key); err != nil {
+			t.Fatal(err)
+		}
+		fromWatch(t, awaitErr(t, held), campaign.ErrKeyDeleted)
+	})
+
+	// A delete the guard's watch missed while cut off, then compacted out of
+	// history: the guard's read after the compacted watch finds it, well
+	// before its re-read every T/3 would.
+	t.Run("delete-compacted-away", func(t *testing.T) {
+		p := newProxy(t, cluster)
+		f := newFixture(t, etcdtest.NewClient(t, p.Addr()))
+		f.ttl = 30 * time.Second
+		log := newTestLog()
+		f.log = log
+		began := time.Now() // before the guard starts, so before its first re-read
+		a := f.lead()
+		held := hold(a)
+		p.Blackhole()
+		if _, err := cli.Delete(ctx, a.Key); err != nil {
+			t.Fatal(err)
+		}
+		compactPast(t, cli, f.l)
+		p.Pass()
+		if err := awaitErr(t, held); !errors.Is(err, campaign.ErrKeyDeleted) {
+			t.Fatalf("A's Hold = %v, want ErrKeyDeleted", err)
+		}
+		if took := time.Since(began); took >= a.TTL/3 {
+			t.Errorf("the term ended %s after it began: by the guard's re-read every T/3, not after the compacted watch", took)
+		}
+		// The case happened as claimed.
+		log.waitFor(t, 0, nil, "own-key watch interrupted", "compacted")
+	})
+
+	// A resign request ends the leader's term only when it names the
+	// leader's queue key: one naming another candidate leaves it leading.
+	t.Run("resign-while-leading", func(t *testing.T) {
+		f := newFixture(t, cli)
+		a := f.lead()
+		renewed := make(chan struct{}, 1)
+		held := make(chan error, 1)
+		go func() {
+			held <- a.Hold(context.Background(), func(time.Duration) {
+				select {
+				case renewed <- struct{}{}:
+				default:
+				}
+			})
+		}()
+		b := f.waiting(ctx, 1)
+		if _, err := cli.Put(ctx, f.l.ResignKey(), newest(t, cli, f.l)); err != nil {
+			t.Fatal(err)
+		}
+		endsFromWatch(t, b, campaign.ErrResigned)
+		// A's guard got the same put as B's. A term it ended would renew
+		// no more; two fresh renewals show A still leads.
+		select {
+		case <-renewed:
+		default:
+		}
+		for range 2 {
+			select {
+			case <-renewed:
+			case err := <-held:
+				t.Fatalf("A's term ended (%v) on a resign request naming B", err)
+			case <-time.After(safety):
+				t.Fatal("A stopped renewing")
+			}
+		}
+		if _, err := cli.Put(ctx, f.l.ResignKey(), a.Key); err != nil {
+			t.Fatal(err)
+		}
+		fromWatch(t, awaitErr(t, held), campaign.ErrResigned)
+	})
+
+	// Keys in a term's name shape but not on the lease they name (on none,
+	// or on another live lease) belong to no term: they neither block a
+	// candidate nor count as a term ahead of it.
+	t.Run("forged-keys-skipped", func(t *testing.T) {
+		f := newFixture(t, cli)
+		forge := func() clientv3.LeaseID {
+			named, other := grant(t, cli), grant(t, cli)
+			for _, kv := range []struct {
+				key, value string
+				lease      clientv3.LeaseID
+			}{
+				{f.l.QueueKey(named), "forged", clientv3.NoLease},
+				{f.l.SentinelKey(named), f.l.QueueKey(named), clientv3.NoLease},
+				{f.l.QueueKey(other), "forged", named},
+				{f.l.SentinelKey(other), f.l.QueueKey(other), named},
+			} {
+				if _, err := cli.Put(ctx, kv.key, kv.value, clientv3.WithLease(kv.lease)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return named
+		}
+		forge()
+		a, err := f.campaigner(true).Campaign(ctx)
+		if err != nil {
+			t.Fatalf("a campaign that may not wait, over forged keys only: %v", err)
+		}
+		t.Cleanup(a.Revoke)
+		named := forge() // between A and B
+		b := f.waiting(ctx, 1)
+		// Next in line means at most one term ahead: the forged keys did
+		// not count.
+		f.next(b, newest(t, cli, f.l))
+		// The forged keys on a lease go with it; A still leads.
+		if _, err := cli.Revoke(ctx, named); err != nil {
+			t.Fatal(err)
+		}
+		still(t, b, "A leads")
+		a.Revoke()
+		// The leaseless forged keys below B stay, and do not hold it up.
+		f.await(b)
 	})
 }

@@ -13,10 +13,11 @@ import (
 // resign request names it. A waiter that lost its keys would otherwise go
 // on renewing a lease that blocks every newer term, and a resign aimed at a
 // candidate still in its barrier would be lost. It watches the three keys,
-// and re-reads them every T/3 in case a watch stalls silently.
+// and re-reads them every T/3 in case a watch stalls silently. Its
+// goroutines end with the term's context; Revoke waits for them.
 func (t *Term) guard(from int64) {
-	go func() { t.lose(t.watchOwn(from)) }()
-	go func() { t.lose(t.rereadLoop()) }()
+	t.guards.Go(func() { t.lose(t.watchOwn(from)) })
+	t.guards.Go(func() { t.lose(t.rereadLoop()) })
 }
 
 func (t *Term) watchOwn(rev int64) error {
@@ -36,13 +37,15 @@ func (t *Term) watchOwn(rev int64) error {
 		if rev, err = t.check(t.ctx); err != nil {
 			return err
 		}
+		t.c.log.Debug("own keys intact; watching them again", "rev", rev)
 	}
 }
 
 // follow watches keys from rev+1 until one of them ends the term (the
 // error) or a watch is interrupted (nil).
 func (t *Term) follow(ctx context.Context, keys []string, rev int64) error {
-	ws := t.watchAll(ctx, keys, rev, clientv3.WithProgressNotify())
+	ws, stop := t.watchAll(ctx, keys, rev, clientv3.WithProgressNotify())
+	defer stop()
 	for {
 		var w watched
 		select {

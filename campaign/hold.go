@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// Hold keeps the leadership (docs/design.md, "Holding") until it is lost,
+// Hold keeps the leadership (docs/design.md, "One term, step by step",
+// step 8) until it is lost,
 // a resign is requested (ErrResigned), or ctx ends. It renews every
 // r = min(T/10, 1s), each attempt bounded by r, and calls onRenew with each
 // new deadline before anything else, so that no log write can hold up the
@@ -16,14 +17,21 @@ import (
 // leadership is lost, a permanent error when etcd refuses the guard's
 // reads, or ctx.Err(). Renewal errors alone never end it: while etcd is
 // unreachable the deadline stands still and the keeper's fence decides.
+//
+// Hold renews in the caller's goroutine, so nothing it started runs after
+// it returns: onRenew is never called once Hold has returned, and a caller
+// that revokes next does not race a late renewal. A renewal under way when
+// ctx ends is abandoned, not waited out, so that the revoke that follows a
+// child's exit is not delayed by up to r.
 func (t *Term) Hold(ctx context.Context, onRenew func(deadline time.Duration)) error {
 	ctx, cancel := t.bound(ctx)
 	defer cancel(nil)
-	go func() { cancel(t.renewLoop(ctx, onRenew)) }()
-	<-ctx.Done()
+	cancel(t.renewLoop(ctx, onRenew))
 	return context.Cause(ctx)
 }
 
+// renewLoop renews until ctx ends (it returns ctx.Err()) or the lease is
+// gone (ErrLeaseLost). Each attempt's request runs under ctx itself.
 func (t *Term) renewLoop(ctx context.Context, onRenew func(time.Duration)) error {
 	r := RenewInterval(t.TTL)
 	failing := false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +25,7 @@ type Term struct {
 	dl       atomic.Int64  // boot-clock deadline, see Deadline
 	revoked  atomic.Bool
 	fronted  atomic.Bool
+	guards   sync.WaitGroup // the guard's goroutines
 	// ctx ends when the term is lost (its keys deleted or taken over, a
 	// resign request, a refusal) or revoked; its cause says which.
 	ctx  context.Context
@@ -113,8 +115,10 @@ func (t *Term) renewWhileWaiting(ctx context.Context) {
 
 // Revoke ends the term: etcd deletes its keys with the lease, which wakes
 // the next candidate. Callers revoke only once the child's processes are
-// all gone. It is bounded by the request timeout and safe to call more than
-// once.
+// all gone. It returns once the term's guard has ended too, so that no
+// goroutine of the term outlives it; the revoke and that wait are bounded
+// together by the request timeout. It is safe to call more than once; only
+// the first call waits.
 func (t *Term) Revoke() {
 	if t.revoked.Swap(true) {
 		return
@@ -122,11 +126,28 @@ func (t *Term) Revoke() {
 	t.lose(errRevoked)
 	ctx, cancel := context.WithTimeout(context.Background(), t.c.cfg.RequestTimeout)
 	defer cancel()
+	// The guard ends with the term's context, ended above. It is waited for
+	// after the revoke is sent, so that the next candidate is not kept
+	// waiting on it.
+	guarded := make(chan struct{})
+	go func() {
+		t.guards.Wait()
+		close(guarded)
+	}()
 	if _, err := t.c.cfg.Client.Revoke(ctx, t.Lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		t.c.log.Warn("revoke failed; the lease will expire", "lease", leaseHex(t.Lease), "ttl", t.TTL, "error", err)
-		return
+	} else {
+		t.c.log.Info("lease revoked", "key", t.Key, "lease", leaseHex(t.Lease))
 	}
-	t.c.log.Info("lease revoked", "key", t.Key, "lease", leaseHex(t.Lease))
+	select {
+	case <-guarded:
+	case <-ctx.Done():
+		select {
+		case <-guarded:
+		default:
+			t.c.log.Warn("the term's guard did not end in time", "key", t.Key)
+		}
+	}
 }
 
 // retry runs f until it succeeds, ctx ends, or the error is permanent.

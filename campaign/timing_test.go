@@ -1,6 +1,7 @@
 package campaign
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -29,26 +30,79 @@ func TestResolveTimingDefaults(t *testing.T) {
 	}
 }
 
+// flagName names the fields as etcdlead run's flags do: Format with it must
+// give the command line's messages byte for byte, which its scripts compare.
+func flagName(f TimingField) string {
+	return map[TimingField]string{FieldTTL: "--ttl", FieldKillTimeout: "--kill-timeout", FieldFenceMargin: "--fence-margin"}[f]
+}
+
 func TestResolveTimingRefusals(t *testing.T) {
 	for _, c := range []struct {
-		in               Timing
-		killSet, mSet    bool
-		wantErrSubstring string
+		in             Timing
+		killSet, mSet  bool
+		rule           TimingRule
+		field          TimingField
+		suggested      time.Duration
+		flags, library string
 	}{
-		{Timing{TTL: 0}, false, false, "out of range"},
-		{Timing{TTL: time.Second}, false, false, "out of range"},
-		{Timing{TTL: 1500 * time.Millisecond}, false, false, "out of range"},
-		{Timing{TTL: 2500 * time.Millisecond}, false, false, "whole number of seconds"},
-		{Timing{TTL: 2 * time.Hour}, false, false, "out of range"},
-		{Timing{TTL: 100000 * time.Hour}, false, false, "out of range"},
+		{Timing{TTL: 0}, false, false, RuleRange, FieldTTL, 0,
+			"--ttl 0s is out of range: use a TTL from 2s to 1h0m0s",
+			"TTL 0s is out of range: use a TTL from 2s to 1h0m0s"},
+		{Timing{TTL: time.Second}, false, false, RuleRange, FieldTTL, 0,
+			"--ttl 1s is out of range: use a TTL from 2s to 1h0m0s",
+			"TTL 1s is out of range: use a TTL from 2s to 1h0m0s"},
+		{Timing{TTL: 1500 * time.Millisecond}, false, false, RuleRange, FieldTTL, 0,
+			"--ttl 1.5s is out of range: use a TTL from 2s to 1h0m0s",
+			"TTL 1.5s is out of range: use a TTL from 2s to 1h0m0s"},
+		{Timing{TTL: 2500 * time.Millisecond}, false, false, RuleWholeSeconds, FieldTTL, 3 * time.Second,
+			"--ttl 2.5s is not a whole number of seconds (etcd leases count whole seconds): use e.g. --ttl 3s",
+			"TTL 2.5s is not a whole number of seconds (etcd leases count whole seconds): use e.g. TTL 3s"},
+		{Timing{TTL: 15*time.Second + 1}, false, false, RuleWholeSeconds, FieldTTL, 15 * time.Second,
+			"--ttl 15.000000001s is not a whole number of seconds (etcd leases count whole seconds): use e.g. --ttl 15s",
+			"TTL 15.000000001s is not a whole number of seconds (etcd leases count whole seconds): use e.g. TTL 15s"},
+		{Timing{TTL: 2 * time.Hour}, false, false, RuleRange, FieldTTL, 0,
+			"--ttl 2h0m0s is out of range: use a TTL from 2s to 1h0m0s",
+			"TTL 2h0m0s is out of range: use a TTL from 2s to 1h0m0s"},
+		{Timing{TTL: 100000 * time.Hour}, false, false, RuleRange, FieldTTL, 0,
+			"--ttl 100000h0m0s is out of range: use a TTL from 2s to 1h0m0s",
+			"TTL 100000h0m0s is out of range: use a TTL from 2s to 1h0m0s"},
 		// K=5s given with T=6s: 5+0.3+0.6 > 4. At 9s 5+0.45+0.9 > 6; 10s fits.
-		{Timing{TTL: 6 * time.Second, KillTimeout: 5 * time.Second}, true, false, "use --ttl 10s"},
-		{Timing{TTL: 15 * time.Second, KillTimeout: 0}, true, false, "must be positive"},
-		{Timing{TTL: 15 * time.Second, FenceMargin: 20 * time.Second}, false, true, "exceeds 2/3"},
+		{Timing{TTL: 6 * time.Second, KillTimeout: 5 * time.Second}, true, false, RuleFit, FieldTTL, 10 * time.Second,
+			"--kill-timeout 5s + --fence-margin 300ms + renewal interval 600ms exceeds 2/3 of --ttl 6s: use --ttl 10s or shorter timeouts",
+			"kill timeout 5s + fence margin 300ms + renewal interval 600ms exceeds 2/3 of TTL 6s: use TTL 10s or shorter timeouts"},
+		{Timing{TTL: 15 * time.Second, KillTimeout: 0}, true, false, RulePositive, FieldKillTimeout, 0,
+			"--kill-timeout 0s must be positive",
+			"kill timeout 0s must be positive"},
+		{Timing{TTL: 15 * time.Second, KillTimeout: -time.Second}, true, false, RulePositive, FieldKillTimeout, 0,
+			"--kill-timeout -1s must be positive",
+			"kill timeout -1s must be positive"},
+		{Timing{TTL: 15 * time.Second, KillTimeout: time.Second, FenceMargin: -time.Millisecond}, true, true, RulePositive, FieldFenceMargin, 0,
+			"--fence-margin -1ms must be positive",
+			"fence margin -1ms must be positive"},
+		// An unset K falls back to T/4 and is named with its value all the
+		// same; the fitting TTL keeps the given m.
+		{Timing{TTL: 15 * time.Second, FenceMargin: 20 * time.Second}, false, true, RuleFit, FieldTTL, 38 * time.Second,
+			"--kill-timeout 3.75s + --fence-margin 20s + renewal interval 1s exceeds 2/3 of --ttl 15s: use --ttl 38s or shorter timeouts",
+			"kill timeout 3.75s + fence margin 20s + renewal interval 1s exceeds 2/3 of TTL 15s: use TTL 38s or shorter timeouts"},
 	} {
 		_, err := ResolveTiming(c.in, c.killSet, c.mSet)
-		if err == nil || !strings.Contains(err.Error(), c.wantErrSubstring) {
-			t.Errorf("ResolveTiming(%+v) = %v, want error with %q", c.in, err, c.wantErrSubstring)
+		var te *TimingError
+		if !errors.As(err, &te) {
+			t.Errorf("ResolveTiming(%+v) = %v, want a *TimingError", c.in, err)
+			continue
+		}
+		if te.Rule != c.rule || te.Field != c.field || te.Suggested != c.suggested {
+			t.Errorf("ResolveTiming(%+v): rule %d, field %s, suggested %s; want %d, %s, %s",
+				c.in, te.Rule, te.Field, te.Suggested, c.rule, c.field, c.suggested)
+		}
+		if got := te.Format(flagName); got != c.flags {
+			t.Errorf("ResolveTiming(%+v) with flag names:\n got %q\nwant %q", c.in, got, c.flags)
+		}
+		if got := err.Error(); got != c.library {
+			t.Errorf("ResolveTiming(%+v).Error():\n got %q\nwant %q", c.in, got, c.library)
+		}
+		if strings.Contains(err.Error(), "--") {
+			t.Errorf("ResolveTiming(%+v).Error() = %q names a flag", c.in, err)
 		}
 	}
 }

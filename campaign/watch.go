@@ -2,6 +2,7 @@ package campaign
 
 import (
 	"context"
+	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -15,26 +16,39 @@ type watched struct {
 }
 
 // watchAll watches each key from rev+1 and sends every response on one
-// channel, until ctx ends: the term's guard and its wait each follow a few
-// keys at once. A closed watch is sent once, with ok false; the caller
-// reads again then.
-func (t *Term) watchAll(ctx context.Context, keys []string, rev int64, opts ...clientv3.OpOption) <-chan watched {
+// channel: the term's guard and its wait each follow a few keys at once. A
+// closed watch is sent once, with ok false; the caller reads again then.
+// The returned stop ends the watches and returns once the goroutines that
+// forward them have ended, so that none outlives its caller; they do not
+// wait for the client to close a cancelled watch's channel.
+func (t *Term) watchAll(ctx context.Context, keys []string, rev int64, opts ...clientv3.OpOption) (<-chan watched, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
 	out := make(chan watched)
 	for i, k := range keys {
 		ch := t.c.cfg.Client.Watch(ctx, k, append([]clientv3.OpOption{clientv3.WithRev(rev + 1)}, opts...)...)
-		go func() {
+		wg.Go(func() {
 			for {
-				resp, ok := <-ch
+				var w watched
 				select {
-				case out <- watched{i, resp, ok}:
+				case w.resp, w.ok = <-ch:
 				case <-ctx.Done():
 					return
 				}
-				if !ok {
+				w.i = i
+				select {
+				case out <- w:
+				case <-ctx.Done():
+					return
+				}
+				if !w.ok {
 					return
 				}
 			}
-		}()
+		})
 	}
-	return out
+	return out, func() {
+		cancel()
+		wg.Wait()
+	}
 }
