@@ -75,10 +75,11 @@ func nearest(valid func(*mvccpb.KeyValue) bool, kvs []*mvccpb.KeyValue) (*term, 
 	return n, count
 }
 
-// enqueue is step 2: one transaction creates the queue key and the
-// sentinel, both only if absent, and reads both prefixes whole. Reads after
-// a write in one transaction see it, so the answer holds this term's create
-// revision and every older term, atomically.
+// enqueue is step 2 of docs/design.md, "One term, step by step": one
+// transaction creates the queue key and the sentinel, both only if absent,
+// and reads both prefixes whole. Reads after a write in one transaction see
+// it, so the answer holds this term's create revision and every older term,
+// atomically.
 func (t *Term) enqueue(ctx context.Context) (view, error) {
 	l := t.c.cfg.Layout
 	sorted := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(),
@@ -363,9 +364,9 @@ func (t *Term) waitErr(ctx context.Context, errs ...error) error {
 	return fmt.Errorf("%w: %w", ErrNotLeader, ctx.Err())
 }
 
-// confirm is step 5: the fence point must still be ahead, renewing once if
-// it is close, so that the child does not start under a fence about to
-// fire.
+// confirm is step 6 of docs/design.md, "One term, step by step": the fence
+// point must still be ahead, renewing once if it is close, so that the child
+// does not start under a fence about to fire.
 func (t *Term) confirm(ctx context.Context) error {
 	if t.c.cfg.Now()+t.c.cfg.Guard >= t.Deadline() {
 		if err := t.renewOnce(ctx, t.c.cfg.RequestTimeout); err != nil {

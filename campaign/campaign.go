@@ -135,7 +135,8 @@ func (c *Campaigner) Campaign(ctx context.Context) (*Term, error) {
 	return t, nil
 }
 
-// grant is step 1: a fresh lease for this term only.
+// grant is step 1 of docs/design.md, "One term, step by step": a fresh lease
+// for this term only.
 func (c *Campaigner) grant(ctx context.Context) (*Term, error) {
 	sent := c.cfg.Now()
 	var resp *clientv3.LeaseGrantResponse

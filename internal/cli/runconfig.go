@@ -78,7 +78,7 @@ func parseRunConfig(c *cli.Context, raw []string) (runConfig, error) {
 	}, c.IsSet(flagKillTimeout), c.IsSet(flagFenceMargin))
 	rc.killSet = c.IsSet(flagKillTimeout)
 	if err != nil {
-		return rc, err
+		return rc, timingError(err)
 	}
 	if rc.wait = c.Duration(flagWait); rc.wait < 0 {
 		return rc, fmt.Errorf("--wait %s must not be negative", rc.wait)
@@ -191,4 +191,20 @@ func parseSignal(s string) (syscall.Signal, error) {
 		return sig, nil
 	}
 	return 0, fmt.Errorf("--kill-signal %q is not a signal: use a name like SIGTERM or a number", s)
+}
+
+// timingFlags are the flags that set each timing field.
+var timingFlags = map[campaign.TimingField]string{
+	campaign.FieldTTL:         "--" + flagTTL,
+	campaign.FieldKillTimeout: "--" + flagKillTimeout,
+	campaign.FieldFenceMargin: "--" + flagFenceMargin,
+}
+
+// timingError words a refused timing in the flags that set it.
+func timingError(err error) error {
+	var te *campaign.TimingError
+	if errors.As(err, &te) {
+		return errors.New(te.Format(func(f campaign.TimingField) string { return timingFlags[f] }))
+	}
+	return err
 }
