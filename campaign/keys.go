@@ -1,7 +1,6 @@
 package campaign
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -99,23 +98,23 @@ func (l Layout) ValidQueueKey(kv *mvccpb.KeyValue) bool { return validUnder(l.Qu
 // ValidSentinel reports whether kv is a term's sentinel in this election.
 func (l Layout) ValidSentinel(kv *mvccpb.KeyValue) bool { return validUnder(l.SentinelPrefix(), kv) }
 
-// NormalPrefix checks --prefix and returns it ending in '/'. A prefix is a
-// path of non-empty segments; a leading '/' is allowed, as many etcd
+// NormalPrefix checks a key prefix and returns it ending in '/'. A prefix
+// is a path of non-empty segments; a leading '/' is allowed, as many etcd
 // key spaces start with one.
 func NormalPrefix(prefix string) (string, error) {
 	if prefix == "" {
-		return "", errors.New(`--prefix is empty: use e.g. --prefix etcdlead/`)
+		return "", &NameError{Field: FieldPrefix, Problem: "is empty", Example: "etcdlead/"}
 	}
 	for _, r := range prefix {
 		if !unicode.IsPrint(r) || unicode.IsSpace(r) || r == unicode.ReplacementChar {
-			return "", fmt.Errorf("--prefix %q has whitespace or unprintable characters: use e.g. --prefix etcdlead/", prefix)
+			return "", &NameError{Field: FieldPrefix, Value: prefix, Problem: "has whitespace or unprintable characters", Example: "etcdlead/"}
 		}
 	}
 	if !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
 	if rest := strings.TrimPrefix(prefix, "/"); rest == "" || strings.HasPrefix(rest, "/") || strings.Contains(rest, "//") {
-		return "", fmt.Errorf("--prefix %q has an empty segment: use e.g. --prefix etcdlead/", prefix)
+		return "", &NameError{Field: FieldPrefix, Value: prefix, Problem: "has an empty segment", Example: "etcdlead/"}
 	}
 	return prefix, nil
 }
@@ -124,40 +123,98 @@ func NormalPrefix(prefix string) (string, error) {
 // not end in a suffix the layout reserves for its own keys.
 func CheckElection(name string) error {
 	if name == "" {
-		return errors.New("election name is empty: give one with --election NAME")
+		return &NameError{Field: FieldElection, Problem: "is empty", Example: "NAME"}
 	}
 	if strings.ContainsAny(name, "/ \t\n\r") {
-		return fmt.Errorf("election name %q may not contain '/' or spaces: use e.g. --election %s", name,
-			strings.NewReplacer("/", "-", " ", "-", "\t", "-", "\n", "-", "\r", "-").Replace(name))
+		return &NameError{Field: FieldElection, Value: name, Problem: "may not contain '/' or spaces",
+			Example: strings.NewReplacer("/", "-", " ", "-", "\t", "-", "\n", "-", "\r", "-").Replace(name)}
 	}
 	for _, r := range name {
 		if !unicode.IsPrint(r) || r == unicode.ReplacementChar {
-			return fmt.Errorf("election name %q has unprintable characters: use letters, digits, '.', '-' or '_'", name)
+			return &NameError{Field: FieldElection, Value: name, Problem: "has unprintable characters", Fix: "use letters, digits, '.', '-' or '_'"}
 		}
 	}
 	for _, s := range reservedSuffixes {
 		if strings.HasSuffix(name, s) {
-			return fmt.Errorf("election name %q ends in %q, which etcdlead reserves for its own keys: use e.g. --election %s",
-				name, s, strings.TrimSuffix(name, s)+"-"+s[1:])
+			return &NameError{Field: FieldElection, Value: name,
+				Problem: fmt.Sprintf("ends in %q, which etcdlead reserves for its own keys", s),
+				Example: strings.TrimSuffix(name, s) + "-" + s[1:]}
 		}
 	}
 	return nil
 }
 
-// CheckID checks --id: one printable line of at most MaxIDLen bytes.
+// CheckID checks a candidate's id: one printable line of at most MaxIDLen
+// bytes.
 func CheckID(id string) error {
 	if id == "" {
-		return errors.New("--id is empty: leave it out for hostname/pid, or give a name")
+		return &NameError{Field: FieldID, Problem: "is empty", Fix: "give a name"}
 	}
 	if len(id) > MaxIDLen {
-		return fmt.Errorf("--id is %d bytes long: use at most %d", len(id), MaxIDLen)
+		return &NameError{Field: FieldID, Problem: fmt.Sprintf("is %d bytes long", len(id)), Fix: fmt.Sprintf("use at most %d", MaxIDLen)}
 	}
 	for _, r := range id {
 		if !unicode.IsPrint(r) || r == unicode.ReplacementChar {
-			return fmt.Errorf("--id %q has unprintable characters: use one line of printable characters", id)
+			return &NameError{Field: FieldID, Value: id, Problem: "has unprintable characters", Fix: "use one line of printable characters"}
 		}
 	}
 	return nil
+}
+
+// NameField is a name that NormalPrefix, CheckElection or CheckID checks.
+type NameField int
+
+const (
+	FieldPrefix NameField = iota + 1
+	FieldElection
+	FieldID
+)
+
+func (f NameField) String() string {
+	switch f {
+	case FieldPrefix:
+		return "prefix"
+	case FieldElection:
+		return "election name"
+	case FieldID:
+		return "id"
+	}
+	return fmt.Sprintf("NameField(%d)", int(f))
+}
+
+// NameError is a refused prefix, election name or id, in parts, so that a
+// caller can name the field in its own words (Format).
+type NameError struct {
+	Field   NameField
+	Value   string // the value refused, "" when not worth showing
+	Problem string // what is wrong, e.g. "has an empty segment"
+	Example string // a value to suggest, or ""
+	Fix     string // what to do when there is no example
+}
+
+func (e *NameError) Error() string { return e.words(e.Field.String(), "") }
+
+// Format words the error with name(field) for the field, such as a flag,
+// which the suggestion then repeats: "--prefix is empty: use e.g. --prefix
+// etcdlead/".
+func (e *NameError) Format(name func(NameField) string) string {
+	n := name(e.Field)
+	return e.words(n, n+" ")
+}
+
+func (e *NameError) words(subject, use string) string {
+	msg := subject
+	if e.Value != "" {
+		msg += " " + strconv.Quote(e.Value)
+	}
+	msg += " " + e.Problem
+	switch {
+	case e.Example != "":
+		msg += ": use e.g. " + use + e.Example
+	case e.Fix != "":
+		msg += ": " + e.Fix
+	}
+	return msg
 }
 
 // SplitKey finds the election a key of etcdlead's layout belongs to, for

@@ -1,6 +1,8 @@
 package campaign
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -87,7 +89,7 @@ func TestNames(t *testing.T) {
 		{"etcdlead", "etcdlead/", ""},
 		{"/registry/etcdlead", "/registry/etcdlead/", ""},
 		{"a/b/", "a/b/", ""},
-		{"", "", "--prefix is empty"},
+		{"", "", "prefix is empty: use e.g. etcdlead/"},
 		{"/", "", "empty segment"},
 		{"a//b/", "", "empty segment"},
 		{"//a", "", "empty segment"},
@@ -102,7 +104,7 @@ func TestNames(t *testing.T) {
 	}
 	for name, want := range map[string]string{
 		"reports": "", "nightly.report": "", "x-lease": "", "lease": "", ".lease": "reserves",
-		"x.lease":  `ends in ".lease", which etcdlead reserves for its own keys: use e.g. --election x-lease`,
+		"x.lease":  `election name "x.lease" ends in ".lease", which etcdlead reserves for its own keys: use e.g. x-lease`,
 		"x.resign": "reserves", "x.slot": "reserves", "a/b": "may not contain '/'", "a b": "spaces",
 		"a\x01b": "unprintable", "a\xffb": "unprintable", "": "is empty",
 	} {
@@ -165,5 +167,33 @@ func TestElections(t *testing.T) {
 	}
 	if ey.Leader() != nil || ey.Older() != 1 || ey.Skipped != 0 {
 		t.Errorf("y: leader %v, older %d, skipped %d; want none, 1, 0", ey.Leader(), ey.Older(), ey.Skipped)
+	}
+}
+
+// A caller words the refusal in its own names for the fields; the
+// suggestion follows them.
+func TestNameErrorFormat(t *testing.T) {
+	flag := func(f NameField) string {
+		return map[NameField]string{FieldPrefix: "--prefix", FieldElection: "--election", FieldID: "--id"}[f]
+	}
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{func() error { _, err := NormalPrefix(""); return err }(), "--prefix is empty: use e.g. --prefix etcdlead/"},
+		{func() error { _, err := NormalPrefix("a//b"); return err }(), `--prefix "a//b/" has an empty segment: use e.g. --prefix etcdlead/`},
+		{CheckElection("a/b"), `--election "a/b" may not contain '/' or spaces: use e.g. --election a-b`},
+		{CheckElection("x.resign"), `--election "x.resign" ends in ".resign", which etcdlead reserves for its own keys: use e.g. --election x-resign`},
+		{CheckID("a\nb"), `--id "a\nb" has unprintable characters: use one line of printable characters`},
+		{CheckID(strings.Repeat("x", MaxIDLen+1)), fmt.Sprintf("--id is %d bytes long: use at most %d", MaxIDLen+1, MaxIDLen)},
+	} {
+		var ne *NameError
+		if !errors.As(c.err, &ne) {
+			t.Errorf("%v is no NameError", c.err)
+			continue
+		}
+		if got := ne.Format(flag); got != c.want {
+			t.Errorf("Format = %q, want %q", got, c.want)
+		}
 	}
 }

@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"errors"
+
+	"github.com/etcdlead/etcdlead/campaign"
 	"github.com/etcdlead/etcdlead/internal/etcdconn"
 	"github.com/etcdlead/etcdlead/internal/runner"
 )
@@ -74,3 +77,28 @@ const (
 	envEtcdctlUser      = etcdconn.EnvEtcdctlUser
 	envEtcdctlPassword  = etcdconn.EnvEtcdctlPassword
 )
+
+// fieldFlags name, for each field package campaign checks, the flag that
+// sets it.
+var fieldFlags = map[any]string{
+	campaign.FieldTTL:         "--" + flagTTL,
+	campaign.FieldKillTimeout: "--" + flagKillTimeout,
+	campaign.FieldFenceMargin: "--" + flagFenceMargin,
+	campaign.FieldPrefix:      "--" + flagPrefix,
+	campaign.FieldElection:    "--" + flagElection,
+	campaign.FieldID:          "--" + flagID,
+}
+
+// inFlags words campaign's refusal of a value in the flag that set it, so
+// the user reads what to change on the command line.
+func inFlags(err error) error {
+	var te *campaign.TimingError
+	var ne *campaign.NameError
+	switch {
+	case errors.As(err, &te):
+		return errors.New(te.Format(func(f campaign.TimingField) string { return fieldFlags[f] }))
+	case errors.As(err, &ne):
+		return errors.New(ne.Format(func(f campaign.NameField) string { return fieldFlags[f] }))
+	}
+	return err
+}

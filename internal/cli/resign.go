@@ -43,7 +43,7 @@ func resignAction(c *cli.Context) error {
 	}
 	l, err := campaign.NewLayout(c.String(flagPrefix), election)
 	if err != nil {
-		return err
+		return inFlags(err)
 	}
 	cc, err := parseConn(c)
 	if err != nil {

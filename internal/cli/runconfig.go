@@ -59,14 +59,14 @@ func parseRunConfig(c *cli.Context, raw []string) (runConfig, error) {
 		return rc, err
 	}
 	if rc.layout, err = campaign.NewLayout(c.String(flagPrefix), rc.election); err != nil {
-		return rc, err
+		return rc, inFlags(err)
 	}
 	if rc.id = c.String(flagID); rc.id == "" {
 		host, _ := os.Hostname()
 		rc.id = fmt.Sprintf("%s/%d", host, os.Getpid())
 	}
 	if err := campaign.CheckID(rc.id); err != nil {
-		return rc, err
+		return rc, inFlags(err)
 	}
 	if rc.killSignal, err = parseSignal(c.String(flagKillSignal)); err != nil {
 		return rc, err
@@ -78,7 +78,7 @@ func parseRunConfig(c *cli.Context, raw []string) (runConfig, error) {
 	}, c.IsSet(flagKillTimeout), c.IsSet(flagFenceMargin))
 	rc.killSet = c.IsSet(flagKillTimeout)
 	if err != nil {
-		return rc, timingError(err)
+		return rc, inFlags(err)
 	}
 	if rc.wait = c.Duration(flagWait); rc.wait < 0 {
 		return rc, fmt.Errorf("--wait %s must not be negative", rc.wait)
@@ -176,7 +176,7 @@ func electionName(given, command string) (string, error) {
 		}
 		name = base
 	}
-	return name, campaign.CheckElection(name)
+	return name, inFlags(campaign.CheckElection(name))
 }
 
 func parseSignal(s string) (syscall.Signal, error) {
@@ -191,20 +191,4 @@ func parseSignal(s string) (syscall.Signal, error) {
 		return sig, nil
 	}
 	return 0, fmt.Errorf("--kill-signal %q is not a signal: use a name like SIGTERM or a number", s)
-}
-
-// timingFlags are the flags that set each timing field.
-var timingFlags = map[campaign.TimingField]string{
-	campaign.FieldTTL:         "--" + flagTTL,
-	campaign.FieldKillTimeout: "--" + flagKillTimeout,
-	campaign.FieldFenceMargin: "--" + flagFenceMargin,
-}
-
-// timingError words a refused timing in the flags that set it.
-func timingError(err error) error {
-	var te *campaign.TimingError
-	if errors.As(err, &te) {
-		return errors.New(te.Format(func(f campaign.TimingField) string { return timingFlags[f] }))
-	}
-	return err
 }

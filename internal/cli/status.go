@@ -59,12 +59,12 @@ func statusAction(c *cli.Context) error {
 	var one *campaign.Layout
 	prefix, err := campaign.NormalPrefix(c.String(flagPrefix))
 	if err != nil {
-		return err
+		return inFlags(err)
 	}
 	if election := c.String(flagElection); election != "" {
 		l, err := campaign.NewLayout(prefix, election)
 		if err != nil {
-			return err
+			return inFlags(err)
 		}
 		one = &l
 	}
