@@ -6,17 +6,17 @@ import (
 	"time"
 )
 
-// Hold keeps the leadership (docs/design.md, "One term, step by step",
-// step 8) until it is lost,
-// a resign is requested (ErrResigned), or ctx ends. It renews every
-// r = min(T/10, 1s), each attempt bounded by r, and calls onRenew with each
-// new deadline before anything else, so that no log write can hold up the
-// fence. The term's guard, running since the campaign transaction, ends it
-// when its keys are deleted or taken over. It returns an error wrapping
-// ErrKeyDeleted, ErrKeyReplaced, ErrLeaseLost or ErrResigned when
-// leadership is lost, a permanent error when etcd refuses the guard's
-// reads, or ctx.Err(). Renewal errors alone never end it: while etcd is
-// unreachable the deadline stands still and the keeper's fence decides.
+// Hold keeps the leadership (docs/design.md, "One term, step by step", step
+// 8) until it is lost, a resign is requested (ErrResigned), or ctx ends. It
+// renews every r = min(T/10, 1s), each attempt bounded by r, and calls
+// onRenew with each new deadline before anything else, so that no log write
+// can hold up the fence. The term's guard, running since the campaign
+// transaction, ends it when its keys are deleted or taken over. It returns
+// an error wrapping ErrKeyDeleted, ErrKeyReplaced, ErrLeaseLost or
+// ErrResigned when leadership is lost, a permanent error when etcd refuses
+// the guard's reads, or ctx.Err(). Renewal errors alone never end it: while
+// etcd is unreachable the deadline stands still and the keeper's fence
+// decides.
 //
 // Hold renews in the caller's goroutine, so nothing it started runs after
 // it returns: onRenew is never called once Hold has returned, and a caller
