@@ -380,9 +380,7 @@ func (c *chaos) finish() {
 		c.nested.exit(c.t)
 	}
 	for _, p := range procs {
-		if p.running() {
-			p.signal(c.t, syscall.SIGTERM)
-		}
+		p.stop(c.t)
 	}
 	for _, p := range procs {
 		p.exit(c.t)

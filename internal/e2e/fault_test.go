@@ -46,9 +46,7 @@ func leaderPair(t *testing.T, flags []string, probeFlags ...string) (*etcdtest.C
 func stopAll(t *testing.T, e *env, cs ...*candidate) {
 	t.Helper()
 	for _, c := range cs {
-		if c.running() {
-			c.signal(t, syscall.SIGTERM)
-		}
+		c.stop(t)
 	}
 	for _, c := range cs {
 		c.exit(t)

@@ -348,6 +348,15 @@ func (c *candidate) signal(t *testing.T, sig syscall.Signal) {
 	}
 }
 
+// stop sends SIGTERM unless the candidate has ended and been reaped
+// already; asking whether it runs first would race its end.
+func (c *candidate) stop(t *testing.T) {
+	t.Helper()
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		t.Fatalf("signal %s: %v", c.name, err)
+	}
+}
+
 // exit waits for the candidate to end and returns its exit code.
 func (c *candidate) exit(t *testing.T) int {
 	t.Helper()

@@ -40,11 +40,11 @@ func TestHostileInputLeavesNothing(t *testing.T) {
 		{[]string{"--endpoints=http://127.0.0.1:2379/v3", "--", "true"}, 125, []string{"is not an endpoint"}},
 		{[]string{"--endpoints=http://alice:s3cret@" + cluster.Endpoints()[0], "--", "true"}, 125, []string{
 			"endpoint http://alice:xxxxx@" + cluster.Endpoints()[0] + " holds credentials", "give --user and --password-file"}},
-		{[]string{"--election=a/b", "--", "true"}, 125, []string{`election name "a/b" may not contain '/' or spaces`, "use e.g. --election a-b"}},
+		{[]string{"--election=a/b", "--", "true"}, 125, []string{`--election "a/b" may not contain '/' or spaces`, "use e.g. --election a-b"}},
 		{[]string{"--election=a b", "--", "true"}, 125, []string{"may not contain '/' or spaces", "--election a-b"}},
 		{[]string{"--election=a\tb", "--", "true"}, 125, []string{"may not contain '/' or spaces"}},
 		{[]string{"--election=a\x01b", "--", "true"}, 125, []string{"unprintable characters", "use letters, digits"}},
-		{[]string{"--election=x.lease", "--", "true"}, 125, []string{`election name "x.lease" ends in ".lease", which etcdlead reserves`, "use e.g. --election x-lease"}},
+		{[]string{"--election=x.lease", "--", "true"}, 125, []string{`--election "x.lease" ends in ".lease", which etcdlead reserves`, "use e.g. --election x-lease"}},
 		{[]string{"--election=x.resign", "--", "true"}, 125, []string{`ends in ".resign"`, "--election x-resign"}},
 		{[]string{"--prefix=", "--", "true"}, 125, []string{"--prefix is empty", "use e.g. --prefix etcdlead/"}},
 		{[]string{"--prefix=a//b", "--", "true"}, 125, []string{`--prefix "a//b/" has an empty segment`}},
