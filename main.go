@@ -2,8 +2,9 @@
 // election in etcd. See README.md, and docs/design.md for how.
 //
 // The same binary is also the keeper that supervisor starts for each child
-// (supervisor.KeeperArg); everything else is the command line, in
-// internal/cli.
+// when no etcdlead-keeper of its protocol is installed beside it
+// (supervisor.KeeperArg, cmd/etcdlead-keeper); everything else is the
+// command line, in internal/cli.
 package main
 
 import (

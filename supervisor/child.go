@@ -58,6 +58,10 @@ var errKeeperEnded = errors.New("keeper ended before starting the child")
 // errStandbyLost is a standby keeper found dead when its term came.
 var errStandbyLost = errors.New("standby keeper died")
 
+// errKeeperProtocol is a keeper binary that speaks another protocol than
+// this process: it refused the term and started nothing.
+var errKeeperProtocol = errors.New("keeper speaks another protocol")
+
 // Result is how a child's group ended.
 type Result struct {
 	Code   int    // the child's exit code, or SignalExit(N) for signal N
@@ -80,11 +84,11 @@ type Child struct {
 // runs, with an *ExecError when it could not be executed, or with an error
 // that is ErrPastFence.
 func Start(spec Spec, log hclog.Logger) (*Child, error) {
-	k, err := launch(spec)
+	k, err := launch(spec, log)
 	if err != nil {
 		return nil, err
 	}
-	return k.begin(spec.Deadline, nil, log)
+	return beginTerm(k, spec, spec.Deadline, nil, log)
 }
 
 // Pending is a keeper started ahead of its term, exec'd and initialised,
@@ -96,8 +100,8 @@ type Pending struct {
 
 // Prepare starts a standby keeper for spec; spec.Deadline is ignored (the
 // deadline comes with Start).
-func Prepare(spec Spec) (*Pending, error) {
-	k, err := launch(spec)
+func Prepare(spec Spec, log hclog.Logger) (*Pending, error) {
+	k, err := launch(spec, log)
 	if err != nil {
 		return nil, err
 	}
@@ -109,13 +113,27 @@ func Prepare(spec Spec) (*Pending, error) {
 // is replaced by a fresh one (one log line): its term goes on. Errors are
 // those of the package's Start.
 func (p *Pending) Start(deadline time.Duration, env []string, log hclog.Logger) (*Child, error) {
-	c, err := p.k.begin(deadline, env, log)
+	c, err := beginTerm(p.k, p.spec, deadline, env, log)
 	if !errors.Is(err, errKeeperEnded) {
 		return c, err
 	}
 	log.Warn("starting the child under a fresh keeper", "error", fmt.Errorf("%w: %v", errStandbyLost, err))
-	k, err := launch(p.spec)
+	k, err := launch(p.spec, log)
 	if err != nil {
+		return nil, err
+	}
+	return beginTerm(k, p.spec, deadline, env, log)
+}
+
+// beginTerm begins the term on k. A keeper binary of another protocol
+// refused it, and the fallback is this process's keeper by now: the term
+// begins on that instead.
+func beginTerm(k *keeperProc, spec Spec, deadline time.Duration, env []string, log hclog.Logger) (*Child, error) {
+	c, err := k.begin(deadline, env, log)
+	if !errors.Is(err, errKeeperProtocol) || k.path == "" {
+		return c, err
+	}
+	if k, err = launch(spec, log); err != nil {
 		return nil, err
 	}
 	return k.begin(deadline, env, log)
@@ -127,14 +145,16 @@ func (p *Pending) Cancel() { p.k.cancel() }
 // keeperProc is a keeper process and the supervisor's ends of its pipes.
 type keeperProc struct {
 	cmd  *exec.Cmd
+	path string   // the keeper binary, or "" for the fallback (selfExe)
 	ctrl *os.File // supervisor -> keeper
 	stat *os.File // keeper -> supervisor
 }
 
 // launch starts a keeper that waits for its start message: a fresh keeper and
 // a standby one take the term's deadline by the same route, so the fence
-// point is checked the same way on both.
-func launch(spec Spec) (*keeperProc, error) {
+// point is checked the same way on both. A keeper binary that cannot be
+// started gives way to the fallback for good (keeperExe).
+func launch(spec Spec, log hclog.Logger) (*keeperProc, error) {
 	if err := Supported(); err != nil {
 		return nil, err
 	}
@@ -148,28 +168,15 @@ func launch(spec Spec) (*keeperProc, error) {
 		ctrlW.Close()
 		return nil, err
 	}
-	args := []string{os.Args[0], KeeperArg,
-		"-path", spec.Path,
-		"-signal", strconv.Itoa(int(spec.KillSignal)),
-		"-kill-timeout", spec.KillTimeout.String(),
-		"-fence-margin", spec.FenceMargin.String(),
-		"-log-level", spec.LogLevel,
-		"-log-json=" + strconv.FormatBool(spec.LogJSON),
-		"--"}
-	cmd := &exec.Cmd{
-		Path: "/proc/self/exe", Args: append(args, spec.Argv...),
-		Env:        spec.Env,
-		Stdin:      orStd(spec.Stdin, os.Stdin),
-		Stdout:     orStd(spec.Stdout, os.Stdout),
-		Stderr:     orStd(spec.Stderr, os.Stderr),
-		ExtraFiles: []*os.File{ctrlR, statW},
-		// A group of its own: a kill of the supervisor's group, even with
-		// SIGKILL, must leave the keeper alive to stop the child in order.
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
-	}
 	becomeSubreaper()
-	k := &keeperProc{cmd: cmd, ctrl: ctrlW, stat: statR}
+	path := keeperPath(log)
+	k := &keeperProc{path: path, cmd: keeperCmd(path, spec, ctrlR, statW), ctrl: ctrlW, stat: statR}
 	err = k.start()
+	if err != nil && path != "" {
+		notKeeper(path, fmt.Sprintf("cannot start it: %v", err), log)
+		k.path, k.cmd = "", keeperCmd("", spec, ctrlR, statW)
+		err = k.start()
+	}
 	ctrlR.Close()
 	statW.Close()
 	if err != nil {
@@ -180,14 +187,42 @@ func launch(spec Spec) (*keeperProc, error) {
 	return k, nil
 }
 
+// keeperCmd is the keeper binary at path, or the fallback when path is "".
+// Both take the same arguments, the protocol first.
+func keeperCmd(path string, spec Spec, ctrlR, statW *os.File) *exec.Cmd {
+	args := append([]string{protocolArg(),
+		"-path", spec.Path,
+		"-signal", strconv.Itoa(int(spec.KillSignal)),
+		"-kill-timeout", spec.KillTimeout.String(),
+		"-fence-margin", spec.FenceMargin.String(),
+		"-log-level", spec.LogLevel,
+		"-log-json=" + strconv.FormatBool(spec.LogJSON),
+		"--"}, spec.Argv...)
+	cmd := &exec.Cmd{
+		Path: path, Args: append([]string{path}, args...),
+		Env:        spec.Env,
+		Stdin:      orStd(spec.Stdin, os.Stdin),
+		Stdout:     orStd(spec.Stdout, os.Stdout),
+		Stderr:     orStd(spec.Stderr, os.Stderr),
+		ExtraFiles: []*os.File{ctrlR, statW},
+		// A group of its own: a kill of the supervisor's group, even with
+		// SIGKILL, must leave the keeper alive to stop the child in order.
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	if path == "" {
+		cmd.Path, cmd.Args = selfExe, append([]string{os.Args[0], KeeperArg}, args...)
+	}
+	return cmd
+}
+
 // begin sends the term's start to a keeper that waits for it, and reads
 // the keeper's report. A keeper that reads its pipe only after its own
-// start-up finds the message waiting: the write adds no round trip.
+// start-up finds the message waiting: the write adds no round trip, and nor
+// does the protocol check, a line that the keeper wrote by then. A write
+// fails only when the keeper is gone; what it said before it went tells a
+// refusal from a death.
 func (k *keeperProc) begin(deadline time.Duration, env []string, log hclog.Logger) (*Child, error) {
-	if _, err := k.ctrl.WriteString(command{op: msgStart, deadline: deadline, env: env}.String()); err != nil {
-		k.cancel()
-		return nil, fmt.Errorf("%w: %v", errKeeperEnded, err)
-	}
+	_, _ = k.ctrl.WriteString(command{op: msgStart, deadline: deadline, env: env}.String())
 	return k.started(log)
 }
 
@@ -202,10 +237,20 @@ func (k *keeperProc) cancel() {
 // started reads the keeper's first report and hands the keeper to a Child.
 func (k *keeperProc) started(log hclog.Logger) (*Child, error) {
 	status := bufio.NewScanner(k.stat)
-	pid, err := readStarted(status)
+	err := readHello(status)
+	var pid int
+	if err == nil {
+		pid, err = readStarted(status)
+	}
 	if err != nil {
 		k.cancel()
-		if errors.Is(err, errKeeperEnded) {
+		if errors.Is(err, errKeeperProtocol) {
+			notKeeper(k.path, err.Error(), log)
+		}
+		// A keeper of another protocol refuses before it reads its pipe,
+		// so it leaves nothing; a foreign one that did not is dealt with
+		// like a dead one.
+		if errors.Is(err, errKeeperEnded) || errors.Is(err, errKeeperProtocol) {
 			// It may have forked the child before it died: whatever it
 			// started is this process's orphan now, and goes first.
 			if left := killOrphans(0).wait(orphanWait); left > 0 {
@@ -217,6 +262,17 @@ func (k *keeperProc) started(log hclog.Logger) (*Child, error) {
 	c := &Child{log: log, ctrl: k.ctrl, done: make(chan struct{}), pid: pid}
 	go c.wait(k, status)
 	return c, nil
+}
+
+// readHello reads the keeper's first line, its protocol.
+func readHello(status *bufio.Scanner) error {
+	if !status.Scan() {
+		return errKeeperEnded
+	}
+	if got := status.Text(); got != hello() {
+		return fmt.Errorf("%w: it said %q, this binary speaks %q", errKeeperProtocol, got, hello())
+	}
+	return nil
 }
 
 func readStarted(status *bufio.Scanner) (int, error) {

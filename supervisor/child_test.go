@@ -263,7 +263,7 @@ func TestStandbyKeeper(t *testing.T) {
 	}
 	spec := Spec{Path: "/bin/sh", Argv: []string{"sh", "-c", "echo rev=$ETCDLEAD_REV"}, Env: os.Environ(),
 		KillSignal: syscall.SIGTERM, KillTimeout: time.Second, FenceMargin: 100 * time.Millisecond, LogLevel: "error", Stdout: w}
-	p, err := Prepare(spec)
+	p, err := Prepare(spec, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func TestStandbyKeeper(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec.Stdout = w2
-	q, err := Prepare(spec)
+	q, err := Prepare(spec, hclog.NewNullLogger())
 	w2.Close()
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,11 @@
-// Package supervisor runs the child command under a keeper: a small re-exec of
-// etcdlead that owns the child's process group and its whole process tree,
-// enforces the fence deadline on a suspend-aware clock, and outlives a
-// supervisor that is frozen or killed (docs/design.md, "The keeper").
+// Package supervisor runs the child command under a keeper: a small process
+// that owns the child's process group and its whole process tree, enforces
+// the fence deadline on a suspend-aware clock, and outlives a supervisor that
+// is frozen or killed (docs/design.md, "The keeper"). The keeper is its own
+// binary, KeeperName (cmd/etcdlead-keeper), found beside the executable or in
+// KeeperDir and checked for this package's protocol before any child starts;
+// without one, the executable re-executes itself in its keeper mode
+// (KeeperArg), which its main must dispatch to RunKeeper.
 //
 // What it promises: the keeper starts the child only before its fence point
 // (deadline-K-m on CLOCK_BOOTTIME), or not at all (ErrPastFence). Once the

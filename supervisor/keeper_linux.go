@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,7 +21,8 @@ import (
 	"github.com/etcdlead/etcdlead/signals"
 )
 
-// KeeperArg is argv[1] of the hidden keeper mode of the etcdlead binary.
+// KeeperArg is argv[1] of the hidden keeper mode of the etcdlead binary: the
+// keeper when no keeper binary (KeeperName) can be used.
 const KeeperArg = "__etcdlead_keeper"
 
 // keeperTick is the fence's tick where no boot-clock timer exists, and the
@@ -87,7 +89,21 @@ const keeperFlush = time.Second
 // keeper's exit code, which nobody relies on: the status travels over the
 // pipe.
 func RunKeeper(args []string) int {
-	kc, err := parseKeeperArgs(args)
+	// Said first, and checked before anything is parsed or read: a
+	// supervisor of another protocol must learn so even where this keeper
+	// would misread the rest, and no child may start under it.
+	status := os.NewFile(statusFD, "status")
+	defer status.Close()
+	fmt.Fprintln(status, hello())
+	if len(args) == 0 || args[0] != protocolArg() {
+		if len(args) == 0 || !strings.HasPrefix(args[0], "-protocol=") {
+			fmt.Fprintln(os.Stderr, "etcdlead keeper: only etcdlead starts a keeper")
+		}
+		// Else a supervisor of another protocol, which reads the line
+		// above, starts another keeper and logs why.
+		return ExitFailure
+	}
+	kc, err := parseKeeperArgs(args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "etcdlead keeper:", err)
 		return ExitFailure
@@ -109,8 +125,6 @@ func RunKeeper(args []string) int {
 	syscall.CloseOnExec(ctrlFD)
 	syscall.CloseOnExec(statusFD)
 	ctrl := os.NewFile(ctrlFD, "ctrl")
-	status := os.NewFile(statusFD, "status")
-	defer status.Close()
 
 	// Orphans of the child's tree, in whatever group or session, are
 	// re-parented here, so the keeper reaches them and knows when no
@@ -158,7 +172,7 @@ func RunKeeper(args []string) int {
 
 // awaitStart holds the keeper, exec'd and initialised, until its term is
 // won: for a standby keeper, starting the child then costs a pipe message
-// instead of an exec of etcdlead. A fresh keeper finds the message already
+// instead of an exec of a keeper. A fresh keeper finds the message already
 // waiting. The deadline comes only this way, so the fence point is checked
 // against one value whichever way the keeper was started. False means the
 // pipe closed first.

@@ -245,7 +245,7 @@ func standbySpec(t *testing.T, script string) (Spec, *os.File) {
 // the term starts its child, with the term's variables.
 func TestStandbyKeeperKilledIsReplaced(t *testing.T) {
 	spec, out := standbySpec(t, "echo rev=$ETCDLEAD_REV")
-	p, err := Prepare(spec)
+	p, err := Prepare(spec, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +291,7 @@ func TestPastFenceRefused(t *testing.T) {
 			var err error
 			if standby {
 				var p *Pending
-				if p, err = Prepare(spec); err != nil {
+				if p, err = Prepare(spec, hclog.NewNullLogger()); err != nil {
 					t.Fatal(err)
 				}
 				c, err = p.Start(deadline, nil, hclog.NewNullLogger())
@@ -333,7 +333,7 @@ func TestKeeperRefusesWithoutFenceValues(t *testing.T) {
 		{"-fence-margin", "0s", "no positive -fence-margin"},
 		{"-signal", "", "no positive -signal"},
 	} {
-		args := []string{KeeperArg}
+		args := []string{KeeperArg, protocolArg()}
 		for _, f := range []string{"-path", "-signal", "-kill-timeout", "-fence-margin"} {
 			v := full[f]
 			if f == c.flag {
@@ -350,7 +350,7 @@ func TestKeeperRefusesWithoutFenceValues(t *testing.T) {
 		err := cmd.Run()
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != ExitFailure || !strings.Contains(stderr.String(), c.want) {
-			t.Errorf("keeper %q: %v, stderr %q; want exit %d saying %q", args[1:], err, stderr.String(), ExitFailure, c.want)
+			t.Errorf("keeper %q: %v, stderr %q; want exit %d saying %q", args[2:], err, stderr.String(), ExitFailure, c.want)
 		}
 	}
 	if _, err := parseKeeperArgs([]string{"-path", "/bin/true", "-signal", "15", "-kill-timeout", "1s", "-fence-margin", "100ms", "--", "true"}); err != nil {

@@ -14,9 +14,21 @@ import (
 //
 //	supervisor -> keeper: "start NS [QUOTED-ENV...]" (first, once)
 //	                      | "deadline NS" | "stop SIGNUM" | "kill" | "signal SIGNUM"
-//	keeper -> supervisor: "started PID" | "failed CODE MESSAGE" | "past-fence LATE_NS"
-//	                      | "exit CODE REASON"
+//	keeper -> supervisor: "keeper PROTOCOL" (first, once)
+//	                      then "started PID" | "failed CODE MESSAGE" | "past-fence LATE_NS"
+//	                      then "exit CODE REASON"
+//
+// The keeper may be a binary of its own (cmd/etcdlead-keeper) from another
+// release than the etcdlead that starts it: a package upgrade replaces both
+// files while etcdlead runs. So one exchange never changes shape, whatever
+// else does: the keeper's first argument is "-protocol=P", the supervisor's
+// protocol, and the keeper's first act is to write "keeper P'" with its own.
+// A keeper whose P' is not P exits at once, before it reads its pipe, so it
+// never starts a child; the supervisor, reading that line before the
+// keeper's report, takes the mismatch as a refusal. The supervisor writes
+// "start" without waiting for the line: the check adds no round trip.
 const (
+	msgKeeper   = "keeper"
 	msgStart    = "start"
 	msgDeadline = "deadline"
 	msgStop     = "stop"
@@ -28,6 +40,18 @@ const (
 	msgPastFence = "past-fence"
 	msgExit      = "exit"
 )
+
+// keeperProtocol names the language of the lines above and of the keeper's
+// arguments: change it with any change to their shape or meaning. A
+// variable, so that a test can build a keeper that speaks another one
+// (-ldflags -X).
+var keeperProtocol = "1"
+
+// protocolArg is the keeper's first argument.
+func protocolArg() string { return "-protocol=" + keeperProtocol }
+
+// hello is the keeper's first line.
+func hello() string { return msgKeeper + " " + keeperProtocol }
 
 // Reason says why the child's group ended.
 type Reason string

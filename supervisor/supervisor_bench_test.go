@@ -66,7 +66,7 @@ func BenchmarkStandbyStartChild(b *testing.B) {
 	spec := benchSpec(b)
 	for b.Loop() {
 		b.StopTimer()
-		p, err := Prepare(spec)
+		p, err := Prepare(spec, hclog.NewNullLogger())
 		if err != nil {
 			b.Fatal(err)
 		}

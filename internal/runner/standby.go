@@ -40,7 +40,7 @@ func (s *Standby) Prepare() {
 	if s.pending != nil {
 		return
 	}
-	p, err := supervisor.Prepare(s.spec)
+	p, err := supervisor.Prepare(s.spec, s.log)
 	if err != nil {
 		s.log.Debug("no standby keeper; starting one when elected", "error", err)
 		return
