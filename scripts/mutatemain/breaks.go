@@ -103,6 +103,13 @@ var breaks = []breakage{
 		pkg: "./supervisor", tests: "^TestPastFenceRefused$",
 	},
 	{
+		name: "keeper: protocol check", file: "supervisor/keeper_linux.go",
+		why: "a keeper binary of another release, which may fence on other arithmetic, starts the term's child",
+		old: "\tif len(args) == 0 || args[0] != protocolArg() {",
+		new: "\tif len(args) == 0 || !strings.HasPrefix(args[0], \"-protocol=\") {",
+		pkg: "./supervisor", tests: "^TestKeeperOfAnotherProtocol$",
+	},
+	{
 		name: "keeper: every descendant", file: "supervisor/proctree_linux.go",
 		why: "the walk of the process tree finds nothing: stops and the fence reach the child's group only",
 		old: "\tchildren := s.fs.lister()\n",
