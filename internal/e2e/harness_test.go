@@ -18,15 +18,18 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlead/etcdlead/internal/proctest"
+	"github.com/etcdlead/etcdlead/supervisor"
 )
 
 // safety bounds every wait on an event; it is never what a test measures.
 const safety = 60 * time.Second
 
-// binDir holds the etcdlead binary and the probe child, built once per test
-// run. etcdlead is built with the race detector when the tests are (go test
-// -race), so that the concurrent core (the campaign's renewals, watches and
-// waits, the keeper, the monitor) runs under it end to end too.
+// binDir holds the etcdlead binary, its keeper binary beside it (as
+// installed, so etcdlead finds it there) and the probe child, built once per
+// test run. etcdlead and its keeper are built with the race detector when
+// the tests are (go test -race), so that the concurrent core (the
+// campaign's renewals, watches and waits, the keeper, the monitor) runs
+// under it end to end too.
 var binDir string
 
 func TestMain(m *testing.M) {
@@ -40,9 +43,13 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	for out, pkg := range map[string]string{"etcdlead": "github.com/etcdlead/etcdlead", "probe": "github.com/etcdlead/etcdlead/testdata/probe"} {
+	for out, pkg := range map[string]string{
+		"etcdlead":            "github.com/etcdlead/etcdlead",
+		supervisor.KeeperName: "github.com/etcdlead/etcdlead/cmd/etcdlead-keeper",
+		"probe":               "github.com/etcdlead/etcdlead/testdata/probe",
+	} {
 		args := []string{"build", "-o", filepath.Join(dir, out)}
-		if raceEnabled && out == "etcdlead" {
+		if raceEnabled && out != "probe" {
 			args = append(args, "-race")
 		}
 		cmd := exec.Command("go", append(args, pkg)...)
@@ -263,9 +270,15 @@ func (e *env) probe(extra ...string) []string {
 // prefix.
 func (e *env) start(name string, flags []string, command []string, extraEnv ...string) *candidate {
 	e.t.Helper()
+	return e.startBin(etcdleadBin(), name, flags, command, extraEnv...)
+}
+
+// startBin is start with another etcdlead binary.
+func (e *env) startBin(bin, name string, flags []string, command []string, extraEnv ...string) *candidate {
+	e.t.Helper()
 	args := append([]string{"run", "--endpoints=" + strings.Join(e.endpoints, ","), "--prefix=" + e.prefix, "--id=" + name}, flags...)
 	args = append(append(args, "--"), command...)
-	cmd := exec.Command(etcdleadBin(), args...)
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), extraEnv...)
 	// Plain pipes rather than StdoutPipe: Wait would close those when
 	// etcdlead exits, but the keeper, which outlives a killed etcdlead,

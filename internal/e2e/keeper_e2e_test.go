@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/etcdlead/etcdlead/internal/etcdtest"
 	"github.com/etcdlead/etcdlead/internal/proctest"
+	"github.com/etcdlead/etcdlead/supervisor"
 )
 
 // The keeper's reach, end to end: descendants that leave the child's
@@ -122,7 +124,7 @@ func TestStandbyKeeperKilledTermStillStarts(t *testing.T) {
 }
 
 // standbyKeeperOf finds the one keeper process among a supervisor's
-// children.
+// children, in either shape (isKeeper).
 func standbyKeeperOf(t *testing.T, supervisor int) int {
 	t.Helper()
 	names, err := os.ReadDir("/proc")
@@ -136,7 +138,7 @@ func standbyKeeperOf(t *testing.T, supervisor int) int {
 			continue
 		}
 		cmdline, err := os.ReadFile("/proc/" + n.Name() + "/cmdline")
-		if err != nil || !bytes.Contains(cmdline, []byte("\x00__etcdlead_keeper\x00")) {
+		if err != nil || !isKeeper(cmdline) {
 			continue
 		}
 		if proctest.ParentOf(t, pid) == supervisor {
@@ -147,6 +149,66 @@ func standbyKeeperOf(t *testing.T, supervisor int) int {
 		t.Fatalf("supervisor %d has keepers %v, want one standby keeper", supervisor, found)
 	}
 	return found[0]
+}
+
+// isKeeper tells a keeper by its command line: the keeper binary, or
+// etcdlead re-executed in its keeper mode.
+func isKeeper(cmdline []byte) bool {
+	argv := bytes.Split(cmdline, []byte{0})
+	return len(argv) > 1 && (filepath.Base(string(argv[0])) == supervisor.KeeperName || string(argv[1]) == supervisor.KeeperArg)
+}
+
+// The keeper binary beside etcdlead is the keeper, the standby one and the
+// one of a term; etcdlead installed alone re-executes itself as the keeper,
+// and says so in one debug line per process, not one per keeper.
+func TestKeeperBinaryOrSelfExec(t *testing.T) {
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	alone := filepath.Join(t.TempDir(), "etcdlead")
+	b, err := os.ReadFile(etcdleadBin())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(alone, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const fallback = "the keeper is a re-exec of this binary"
+	for _, c := range []struct {
+		name, bin, keeper string
+		fallbacks         int
+	}{
+		{"beside", etcdleadBin(), filepath.Join(binDir, supervisor.KeeperName), 0},
+		{"alone", alone, alone, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, cluster.Endpoints())
+			c1 := e.startBin(c.bin, "c1", fast, e.probe())
+			line, _ := c1.out.waitFor(t, "c1", "ready", 0)
+			checkExe(t, "c1's keeper", proctest.ParentOf(t, readyPid(t, line)), c.keeper)
+			c2 := e.startBin(c.bin, "c2", fast, e.probe())
+			c2.log.waitFor(t, "c2", "waiting on predecessor", 0)
+			checkExe(t, "c2's standby keeper", standbyKeeperOf(t, c2.cmd.Process.Pid), c.keeper)
+			c1.stop(t)
+			line, _ = c2.out.waitFor(t, "c2", "ready", 0)
+			checkExe(t, "c2's keeper", proctest.ParentOf(t, readyPid(t, line)), c.keeper)
+			stopAll(t, e, c1, c2)
+			for _, c1c2 := range []*candidate{c1, c2} {
+				if n := c1c2.log.count(fallback); n != c.fallbacks {
+					t.Errorf("%s logged the fallback %d times, want %d", c1c2.name, n, c.fallbacks)
+				}
+			}
+		})
+	}
+}
+
+func checkExe(t *testing.T, what string, pid int, want string) {
+	t.Helper()
+	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exe != want {
+		t.Errorf("%s (pid %d) runs %s, want %s", what, pid, exe, want)
+	}
 }
 
 // The keeper SIGKILLed while its child runs with escapees: the supervisor
