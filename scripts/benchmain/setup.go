@@ -35,8 +35,10 @@ func build(ctx context.Context, root, dir, etcdleadBin string) (binaries, error)
 		{b.etcdctl, "go.etcd.io/etcd/etcdctl/v3"},
 		{b.child, "./scripts/benchmain/child"},
 	}
+	// etcdlead finds its keeper beside itself: a prebuilt etcdlead runs the
+	// keeper built beside it, or, with none there, its self-exec keeper.
 	if etcdleadBin == "" {
-		jobs = append(jobs, [2]string{b.etcdlead, "."})
+		jobs = append(jobs, [2]string{b.etcdlead, "."}, [2]string{filepath.Join(dir, "etcdlead-keeper"), "./cmd/etcdlead-keeper"})
 	} else {
 		b.etcdlead = etcdleadBin
 	}

@@ -35,11 +35,12 @@ func moduleRoot(ctx context.Context) (string, error) {
 	return filepath.Dir(gomod), nil
 }
 
-// buildEtcdlead builds the root package alone, so the binary under test is
-// the one users install, without the etcd server that this demo embeds.
+// buildEtcdlead builds the root package and the keeper into dir, so the
+// binaries under test are the ones users install (etcdlead finds its keeper
+// beside it), without the etcd server that this demo embeds.
 func buildEtcdlead(ctx context.Context, con *console, root, dir string) (string, error) {
 	bin := filepath.Join(dir, "etcdlead")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+string(filepath.Separator), ".", "./cmd/etcdlead-keeper")
 	cmd.Dir = root
 	// An interrupt lets go build stop its compilers; a kill would orphan them.
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }

@@ -77,7 +77,7 @@ func run(ctx context.Context, con *console) (sum summary, err error) {
 	if err != nil {
 		return sum, err
 	}
-	con.say("building etcdlead: go build -o %s/etcdlead . (in %s)", dir, root)
+	con.say("building etcdlead and its keeper: go build -o %s/ . ./cmd/etcdlead-keeper (in %s)", dir, root)
 	built := time.Now()
 	bin, err := buildEtcdlead(ctx, con, root, dir)
 	if err != nil {
