@@ -2,6 +2,8 @@ package supervisor
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -12,9 +14,10 @@ import (
 // These benchmarks cover the supervisor's share of a handoff and of an idle
 // term: reading the boot clock and checking the fence (every keeper tick,
 // forever), starting a child through a keeper (every term), and starting one
-// through a standby keeper that was launched ahead of need. The keeper here
-// is this test binary (see TestMain), whose start-up is lighter than the
-// etcdlead binary's; scripts/bench measures the real one.
+// through a standby keeper that was launched ahead of need.
+// BenchmarkStartChild runs the two real keepers, built from this checkout:
+// the keeper binary, and its fallback, the etcdlead binary re-executed. The
+// others run this test binary as the keeper (see TestMain).
 
 func BenchmarkNow(b *testing.B) {
 	for b.Loop() {
@@ -47,16 +50,48 @@ func benchSpec(b *testing.B) Spec {
 }
 
 // BenchmarkStartChild is a term's child from nothing to gone: exec of a
-// keeper, fork and exec of the child, its exit, the keeper's report.
+// keeper, fork and exec of the child, its exit, the keeper's report. Its
+// started-ns/op is the part until Start returns, which the keeper reports
+// once the child's exec succeeded: the time to the child's first
+// instruction, near enough.
 func BenchmarkStartChild(b *testing.B) {
-	spec := benchSpec(b)
-	for b.Loop() {
-		spec.Deadline = Now() + time.Minute
-		c, err := Start(spec, hclog.NewNullLogger())
-		if err != nil {
-			b.Fatal(err)
-		}
-		<-c.Done()
+	dir := b.TempDir()
+	cmd := exec.Command("go", "build", "-race=false", "-o", dir+string(filepath.Separator),
+		"github.com/etcdlead/etcdlead", "github.com/etcdlead/etcdlead/cmd/etcdlead-keeper")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, k := range []struct {
+		name      string
+		keeperDir string // where the keeper binary is looked for
+		self      string // the fallback
+		want      string // the keeper that must have run
+	}{
+		{KeeperName, dir, selfExe, filepath.Join(dir, KeeperName)},
+		{"etcdlead", b.TempDir(), filepath.Join(dir, "etcdlead"), ""},
+	} {
+		b.Run("keeper="+k.name, func(b *testing.B) {
+			useKeeperDir(b, k.keeperDir)
+			old := selfExe
+			selfExe = k.self
+			b.Cleanup(func() { selfExe = old })
+			spec := benchSpec(b)
+			var started time.Duration
+			for b.Loop() {
+				spec.Deadline = Now() + time.Minute
+				t0 := Now()
+				c, err := Start(spec, hclog.NewNullLogger())
+				if err != nil {
+					b.Fatal(err)
+				}
+				started += Now() - t0
+				<-c.Done()
+			}
+			b.ReportMetric(float64(started)/float64(b.N), "started-ns/op")
+			if got := keeperPath(hclog.NewNullLogger()); got != k.want {
+				b.Fatalf("the keeper was %q, want %q", got, k.want)
+			}
+		})
 	}
 }
 
