@@ -10,8 +10,8 @@ import (
 )
 
 // Standby is Keepers on package supervisor. It holds a keeper started ahead
-// of need, so that winning costs a pipe message rather than an exec of
-// etcdlead (process start and package initialisation on the handoff path).
+// of need, so that winning costs a pipe message rather than an exec of a
+// keeper (process start and package initialisation on the handoff path).
 // A keeper carries nothing of a term until it is started, so one serves any
 // term. A campaign starts one at once, so that it warms up while etcd is
 // dialled. A candidate keeps it when at most two terms are ahead of it, and
