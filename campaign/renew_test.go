@@ -1,6 +1,7 @@
 package campaign_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -209,6 +210,47 @@ func TestRenewals(t *testing.T) {
 			if d := a.Deadline(); d != c.want {
 				t.Errorf("deadline after a renewal sent at %s = %s, want %s", c.sent, d, c.want)
 			}
+		}
+	})
+
+	// Hold hands the keeper a deadline about every other renewal at this
+	// TTL, each one a deadline the term held, each later than the last.
+	t.Run("keeper-told-less-often", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, etcdtest.NewClient(t, cluster.Endpoints()...))
+		var n tally
+		// K + m as etcdlead run sets them for a TTL of 2s: a quarter of
+		// the outage tolerance is then a little over r.
+		c, err := campaign.New(campaign.Config{Client: f.cli, Layout: f.l, ID: "c", TTL: campaign.MinTTL,
+			Guard: 750 * time.Millisecond, RequestTimeout: 5 * time.Second, Now: supervisor.Now, Observer: renewObserver(n.hear)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := c.Campaign(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(a.Revoke)
+		var told []time.Duration
+		hctx, cancel := context.WithCancel(t.Context())
+		held := make(chan error, 1)
+		go func() { held <- a.Hold(hctx, func(d time.Duration) { told = append(told, d) }) }()
+		atLeast(t, &n.ok, 12, held, "renewals")
+		cancel()
+		<-held
+		renewed := int(n.ok.Load())
+		// About every other one; a renewal delayed by the scheduler can
+		// make one step long enough on its own.
+		if len(told) == 0 || len(told) > renewed*2/3+1 {
+			t.Errorf("%d deadlines handed over for %d renewals, want at least one and about every other", len(told), renewed)
+		}
+		for i, d := range told {
+			if i > 0 && d <= told[i-1] {
+				t.Errorf("deadline %s handed over after %s", d, told[i-1])
+			}
+		}
+		if last := told[len(told)-1]; last > a.Deadline() {
+			t.Errorf("handed over %s, later than the term's deadline %s", last, a.Deadline())
 		}
 	})
 }
