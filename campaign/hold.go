@@ -17,8 +17,8 @@ import (
 // stands still and the keeper's fence decides.
 //
 // onRenew hands a deadline to the keeper. Hold calls it, before it logs
-// anything about the attempt, with the term's Deadline after the first
-// successful renewal and then, after any attempt, when the deadline has
+// anything about the attempt, with the term's Deadline after its first
+// attempt and then, after any attempt, when the deadline has
 // moved on from the last one handed over by at least a quarter of the
 // outage tolerance T - (K+m) - r (K+m is Config.Guard), or when the last
 // one handed over puts the fence point (deadline - K - m) less than 3r
