@@ -52,9 +52,10 @@ type Observer interface {
 // Campaigner runs terms for one candidate. It is safe to use from one
 // goroutine at a time.
 type Campaigner struct {
-	cfg   Config
-	log   hclog.Logger
-	reach reach
+	cfg      Config
+	log      hclog.Logger
+	reach    reach
+	renewals *renewals // shared by every Campaigner on cfg.Client
 }
 
 // New checks cfg and returns a Campaigner.
@@ -78,7 +79,7 @@ func New(cfg Config) (*Campaigner, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	return &Campaigner{cfg: cfg, log: cfg.Logger}, nil
+	return &Campaigner{cfg: cfg, log: cfg.Logger, renewals: renewalsOf(cfg.Client)}, nil
 }
 
 // Campaign runs one term up to leadership (docs/design.md, "One term"). It

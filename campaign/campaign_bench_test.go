@@ -154,3 +154,34 @@ func BenchmarkJoin(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRenewal is one lease renewal: on a LeaseKeepAlive stream of its
+// own, as clientv3's KeepAliveOnce sends it (and as terms renewed before
+// they shared a stream), and as a term renews, on its client's one stream.
+func BenchmarkRenewal(b *testing.B) {
+	cli := benchClient(b)
+	ctx := b.Context()
+	b.Run("KeepAliveOnce", func(b *testing.B) {
+		lease, err := cli.Grant(ctx, 60)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			if _, err := cli.KeepAliveOnce(ctx, lease.ID); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("term", func(b *testing.B) {
+		t, err := newCampaigner(b, cli, "renewal", false).Grant(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer t.Revoke()
+		for b.Loop() {
+			if err := t.RenewOnce(ctx, 10*time.Second); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -56,7 +56,7 @@ func (f *fixture) Queued(string, int) {}
 func (f *fixture) Front(key string)   { f.front <- key }
 
 func newFixture(t *testing.T, cli *clientv3.Client) *fixture {
-	l, err := campaign.NewLayout("test/", t.Name()[len("TestCampaign/"):])
+	l, err := campaign.NewLayout("test/", t.Name()[strings.Index(t.Name(), "/")+1:])
 	if err != nil {
 		t.Fatal(err)
 	}

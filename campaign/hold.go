@@ -8,15 +8,27 @@ import (
 
 // Hold keeps the leadership (docs/design.md, "One term, step by step", step
 // 8) until it is lost, a resign is requested (ErrResigned), or ctx ends. It
-// renews every r = min(T/10, 1s), each attempt bounded by r, and calls
-// onRenew with each new deadline before anything else, so that no log write
-// can hold up the fence. The term's guard, running since the campaign
-// transaction, ends it when its keys are deleted or taken over. It returns
-// an error wrapping ErrKeyDeleted, ErrKeyReplaced, ErrLeaseLost or
-// ErrResigned when leadership is lost, a permanent error when etcd refuses
-// the guard's reads, or ctx.Err(). Renewal errors alone never end it: while
-// etcd is unreachable the deadline stands still and the keeper's fence
-// decides.
+// renews every r = min(T/10, 1s), each attempt bounded by r. The term's
+// guard, running since the campaign transaction, ends it when its keys are
+// deleted or taken over. It returns an error wrapping ErrKeyDeleted,
+// ErrKeyReplaced, ErrLeaseLost or ErrResigned when leadership is lost, a
+// permanent error when etcd refuses the guard's reads, or ctx.Err().
+// Renewal errors alone never end it: while etcd is unreachable the deadline
+// stands still and the keeper's fence decides.
+//
+// onRenew hands a deadline to the keeper. Hold calls it, before it logs
+// anything about the attempt, with the term's Deadline after its first
+// attempt and then, after any attempt, when the deadline has
+// moved on from the last one handed over by at least a quarter of the
+// outage tolerance T - (K+m) - r (K+m is Config.Guard), or when the last
+// one handed over puts the fence point (deadline - K - m) less than 3r
+// ahead (see tell). So every deadline handed over is one the term held,
+// never later than etcd's expiry, and the keeper is woken a few times per
+// outage tolerance rather than at every renewal. While etcd is unreachable
+// the last deadline reaches the keeper before the old fence point, so the
+// outage tolerance is the same as with every renewal handed over; only a
+// supervisor that stops running altogether is fenced sooner, by less than
+// a quarter of the outage tolerance.
 //
 // Hold renews in the caller's goroutine, so nothing it started runs after
 // it returns: onRenew is never called once Hold has returned, and a caller
@@ -35,21 +47,26 @@ func (t *Term) Hold(ctx context.Context, onRenew func(deadline time.Duration)) e
 func (t *Term) renewLoop(ctx context.Context, onRenew func(time.Duration)) error {
 	r := RenewInterval(t.TTL)
 	failing := false
+	var told time.Duration // the last deadline handed to onRenew; 0: none yet
 	tick := time.NewTicker(r)
 	defer tick.Stop()
 	for {
 		err := t.renewOnce(ctx, r)
+		if errors.Is(err, ErrLeaseLost) {
+			t.c.log.Warn("lease lost", "key", t.Key)
+			return err
+		}
+		if d := t.Deadline(); ctx.Err() == nil && t.tell(d, told, r) {
+			onRenew(d)
+			told = d
+		}
 		switch {
 		case err == nil:
-			onRenew(t.Deadline())
 			if failing {
 				t.c.log.Info("renewal recovered")
 				failing = false
 			}
 			t.c.log.Trace("renewed", "lease", leaseHex(t.Lease), "deadline_in", t.Deadline()-t.c.cfg.Now())
-		case errors.Is(err, ErrLeaseLost):
-			t.c.log.Warn("lease lost", "key", t.Key)
-			return err
 		case ctx.Err() == nil && !failing:
 			t.c.log.Warn("renewal failed", "error", err)
 			failing = true
@@ -60,4 +77,28 @@ func (t *Term) renewLoop(ctx context.Context, onRenew func(time.Duration)) error
 		case <-tick.C:
 		}
 	}
+}
+
+// tell is Hold's rule for handing deadline d to the keeper, which last got
+// told (0: nothing yet from Hold).
+//
+// What it costs: the keeper's fence point is told - K - m, earlier than the
+// term's own d - K - m by d - told. After each attempt, either d was handed
+// over or d - told is under a quarter of the outage tolerance, and d moves
+// only in attempts; so the keeper's deadline is never later than the
+// term's, and less than that quarter earlier. Attempts end at most 2r apart
+// (each is bounded by r and starts at the latest with the next tick, r
+// after the last one ended), so a fence point less than 3r ahead is seen
+// while at least r is left for the pipe and the keeper's wake-up: when the
+// deadline stops moving (etcd unreachable), the last one still reaches the
+// keeper in time, and the fence fires at d - K - m as it would with every
+// renewal handed over. The quarter is lost only when the supervisor itself
+// stops running.
+func (t *Term) tell(d, told, r time.Duration) bool {
+	if d <= told {
+		return false
+	}
+	guard := t.c.cfg.Guard
+	step := max(0, t.TTL-guard-r) / 4
+	return told == 0 || d-told >= step || told-guard-t.c.cfg.Now() < 3*r
 }

@@ -53,11 +53,13 @@ func (t *Term) front() {
 }
 
 // Deadline is the boot-clock time before which etcd cannot expire the lease:
-// the send time of the last successful renewal plus the granted TTL.
+// the send time of the last renewal etcd answered plus the TTL it granted.
 func (t *Term) Deadline() time.Duration {
 	return time.Duration(t.dl.Load())
 }
 
+// setDeadline moves the deadline to d if d is later: answers that arrive
+// out of turn never move it back.
 func (t *Term) setDeadline(d time.Duration) {
 	for {
 		old := t.dl.Load()
@@ -67,18 +69,28 @@ func (t *Term) setDeadline(d time.Duration) {
 	}
 }
 
-// renewOnce renews the lease with one bounded attempt. The deadline counts
-// from the send time: etcd extends from when it receives the renewal, so this
-// is never later than etcd's own expiry.
-func (t *Term) renewOnce(ctx context.Context, timeout time.Duration) error {
-	sent := t.c.cfg.Now()
-	var resp *clientv3.LeaseKeepAliveResponse
-	err := t.c.request(ctx, timeout, func(rctx context.Context) (err error) {
-		resp, err = t.c.cfg.Client.KeepAliveOnce(rctx, t.Lease)
-		return err
-	})
+// renewOnce renews the lease with one attempt bounded by bound, over the
+// client's renewal stream (see renewals).
+//
+// Why the deadline, send time + granted TTL on the boot clock, is never
+// later than etcd's expiry (docs/design.md, "One term, step by step", step
+// 8): the send time is read before the request is written, and etcd's
+// leader renews the lease when the request reaches it, later, setting the
+// expiry to its own now plus the lease's TTL, the TTL it answers. The send
+// time used is that of the very request etcd answered, or of an older one
+// (renewals, "Crediting answers"), never of a newer one. With clocks that
+// advance at the same rate (the fence margin m absorbs the difference),
+// send time + TTL is then at or before the expiry.
+func (t *Term) renewOnce(ctx context.Context, bound time.Duration) error {
+	start := t.c.cfg.Now()
+	done := t.c.reach.begin()
+	sent, ttl, err := t.c.renewals.renew(ctx, t.Lease, bound, t.c.cfg.Now)
+	if err == nil && ttl <= 0 {
+		err = rpctypes.ErrLeaseNotFound
+	}
+	done(ctx, err)
 	if o := t.c.cfg.Observer; o != nil && ctx.Err() == nil {
-		o.Renewed(t.c.cfg.Now()-sent, err)
+		o.Renewed(t.c.cfg.Now()-start, err)
 	}
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return fmt.Errorf("renewal: %w", ErrLeaseLost)
@@ -86,7 +98,7 @@ func (t *Term) renewOnce(ctx context.Context, timeout time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("renewal: %w", err)
 	}
-	t.setDeadline(sent + time.Duration(resp.TTL)*time.Second)
+	t.setDeadline(sent + time.Duration(ttl)*time.Second)
 	return nil
 }
 

@@ -50,7 +50,9 @@ type Term struct {
 	// the lease.
 	Deadline func() time.Duration
 	// Hold keeps the term until it is lost or ctx ends, calling onRenew
-	// with each new deadline; it returns only once it has stopped.
+	// with a new deadline when the keeper should hear it, not at every
+	// renewal (campaign.Term.Hold says when); it returns only once it has
+	// stopped.
 	Hold func(ctx context.Context, onRenew func(deadline time.Duration)) error
 	// Revoke ends the term; its keys go with the lease.
 	Revoke func()

@@ -1,0 +1,211 @@
+package campaign
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+)
+
+// fakeStream is a LeaseKeepAlive stream whose answers the test writes, in
+// the order etcd would.
+type fakeStream struct {
+	grpc.ClientStream
+	sent    chan clientv3.LeaseID
+	answers chan *pb.LeaseKeepAliveResponse
+	ended   chan struct{}
+	end     sync.Once
+	err     error
+}
+
+func newFakeStream() *fakeStream {
+	return &fakeStream{sent: make(chan clientv3.LeaseID, 16), answers: make(chan *pb.LeaseKeepAliveResponse),
+		ended: make(chan struct{})}
+}
+
+func (f *fakeStream) Send(req *pb.LeaseKeepAliveRequest) error {
+	select {
+	case <-f.ended:
+		return io.EOF
+	default:
+	}
+	f.sent <- clientv3.LeaseID(req.ID)
+	return nil
+}
+
+func (f *fakeStream) Recv() (*pb.LeaseKeepAliveResponse, error) {
+	select {
+	case a := <-f.answers:
+		return a, nil
+	case <-f.ended:
+		return nil, f.err
+	}
+}
+
+func (f *fakeStream) close(err error) {
+	f.end.Do(func() {
+		f.err = err
+		close(f.ended)
+	})
+}
+
+func (f *fakeStream) answer(t *testing.T, lease clientv3.LeaseID, ttl int64) {
+	t.Helper()
+	select {
+	case f.answers <- &pb.LeaseKeepAliveResponse{ID: int64(lease), TTL: ttl}:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the receiver took no answer")
+	}
+}
+
+func (f *fakeStream) awaitSend(t *testing.T, want clientv3.LeaseID) {
+	t.Helper()
+	select {
+	case got := <-f.sent:
+		if got != want {
+			t.Fatalf("sent a renewal of %x, want %x", got, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no renewal of %x sent", want)
+	}
+}
+
+// withFake returns renewals whose current stream is f, as open would set
+// it up.
+func withFake(f *fakeStream) (*renewals, *keepAliveStream) {
+	r := &renewals{turn: make(chan struct{}, 1)}
+	ka := &keepAliveStream{stream: f, cancel: func(err error) { f.close(err) }}
+	r.cur = ka
+	go r.receive(ka)
+	return r, ka
+}
+
+func (r *renewals) current() *keepAliveStream {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cur
+}
+
+type renewResult struct {
+	at  time.Duration
+	ttl int64
+	err error
+}
+
+func renewAsync(r *renewals, ctx context.Context, lease clientv3.LeaseID, bound time.Duration, now func() time.Duration) <-chan renewResult {
+	out := make(chan renewResult, 1)
+	go func() {
+		at, ttl, err := r.renew(ctx, lease, bound, now)
+		out <- renewResult{at, ttl, err}
+	}()
+	return out
+}
+
+func awaitRenew(t *testing.T, ch <-chan renewResult) renewResult {
+	t.Helper()
+	select {
+	case res := <-ch:
+		return res
+	case <-time.After(10 * time.Second):
+		t.Fatal("the renewal did not end")
+	}
+	return renewResult{}
+}
+
+// An answer goes to the oldest unanswered send of its lease on its stream,
+// even when that send's caller has given up: etcd answers a stream's
+// requests in order, so crediting it to a newer send would count the TTL
+// from a send time later than etcd's renewal, and the deadline would run
+// past etcd's expiry.
+func TestRenewalAnswersCreditedInOrder(t *testing.T) {
+	f := newFakeStream()
+	r, ka := withFake(f)
+	defer f.close(errors.New("test over"))
+	var clock atomic.Int64
+	now := func() time.Duration { return time.Duration(clock.Load()) }
+	const L, M = clientv3.LeaseID(0x10), clientv3.LeaseID(0x20)
+
+	// A renewal of L sent at 1s whose caller goes away before the answer.
+	clock.Store(int64(1 * time.Second))
+	gone, leave := context.WithCancel(context.Background())
+	abandoned := renewAsync(r, gone, L, time.Hour, now)
+	f.awaitSend(t, L)
+	leave()
+	if res := awaitRenew(t, abandoned); !errors.Is(res.err, context.Canceled) {
+		t.Fatalf("abandoned renewal = %+v, want context.Canceled", res)
+	}
+	if r.current() != ka {
+		t.Fatal("a caller going away ended the stream")
+	}
+
+	// Renewals of M at 2s and of L at 3s; etcd answers the three in order,
+	// the abandoned one with TTL 10, the last one with TTL 20.
+	clock.Store(int64(2 * time.Second))
+	m := renewAsync(r, context.Background(), M, time.Hour, now)
+	f.awaitSend(t, M)
+	clock.Store(int64(3 * time.Second))
+	l := renewAsync(r, context.Background(), L, time.Hour, now)
+	f.awaitSend(t, L)
+	f.answer(t, L, 10)
+	f.answer(t, M, 15)
+	if res := awaitRenew(t, m); res.err != nil || res.at != 2*time.Second || res.ttl != 15 {
+		t.Fatalf("renewal of M = %+v, want sent at 2s, TTL 15", res)
+	}
+	f.answer(t, L, 20)
+	if res := awaitRenew(t, l); res.err != nil || res.at != 3*time.Second || res.ttl != 20 {
+		t.Fatalf("renewal of L = %+v, want sent at 3s with TTL 20: the answer to the abandoned send was credited to it", res)
+	}
+}
+
+// A renewal that gets no answer within its bound ends its stream, so that
+// the next renewal opens a new one. A stream that fails answers every send
+// pending on it with etcd's error.
+func TestRenewalStreamEnds(t *testing.T) {
+	var clock atomic.Int64
+	now := func() time.Duration { return time.Duration(clock.Add(1)) }
+	const L, M = clientv3.LeaseID(0x10), clientv3.LeaseID(0x20)
+
+	t.Run("unanswered", func(t *testing.T) {
+		f := newFakeStream()
+		r, ka := withFake(f)
+		res := awaitRenew(t, renewAsync(r, context.Background(), L, 50*time.Millisecond, now))
+		if !errors.Is(res.err, context.DeadlineExceeded) {
+			t.Fatalf("unanswered renewal = %+v, want context.DeadlineExceeded", res)
+		}
+		select {
+		case <-f.ended:
+		default:
+			t.Error("the stream was not ended")
+		}
+		cur := r.current()
+		ka.mu.Lock()
+		defer ka.mu.Unlock()
+		if cur != nil || !errors.Is(ka.err, errUnanswered) || len(ka.pending) != 0 {
+			t.Errorf("after the bound: current stream %p, its error %v, %d pending; want none, errUnanswered, 0",
+				cur, ka.err, len(ka.pending))
+		}
+	})
+
+	t.Run("failed", func(t *testing.T) {
+		f := newFakeStream()
+		r, _ := withFake(f)
+		l := renewAsync(r, context.Background(), L, time.Hour, now)
+		f.awaitSend(t, L)
+		m := renewAsync(r, context.Background(), M, time.Hour, now)
+		f.awaitSend(t, M)
+		f.close(rpctypes.ErrGRPCPermissionDenied)
+		for _, ch := range []<-chan renewResult{l, m} {
+			if res := awaitRenew(t, ch); !errors.Is(res.err, rpctypes.ErrPermissionDenied) || !Permanent(res.err) {
+				t.Errorf("renewal on a refused stream = %+v, want etcd's permanent ErrPermissionDenied", res)
+			}
+		}
+	})
+}

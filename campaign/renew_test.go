@@ -1,0 +1,322 @@
+package campaign_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlead/etcdlead/campaign"
+	"github.com/etcdlead/etcdlead/internal/etcdconn"
+	"github.com/etcdlead/etcdlead/internal/etcdtest"
+	"github.com/etcdlead/etcdlead/supervisor"
+)
+
+// served sums etcd's counter metric (grpc_server_started_total: streams
+// opened; grpc_server_handled_total: calls answered) over the lines of the
+// gRPC method.
+func served(t *testing.T, m *etcdtest.Member, metric, method string) int {
+	t.Helper()
+	resp, err := http.Get(m.MetricsURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, metric+"{") && strings.Contains(l, `grpc_method="`+method+`"`) {
+			f := strings.Fields(l)
+			v, err := strconv.ParseFloat(f[len(f)-1], 64)
+			if err != nil {
+				t.Fatalf("metrics line %q: %v", l, err)
+			}
+			n += int(v)
+		}
+	}
+	return n
+}
+
+func keepAliveStreams(t *testing.T, m *etcdtest.Member) int {
+	t.Helper()
+	return served(t, m, "grpc_server_started_total", "LeaseKeepAlive")
+}
+
+// tally counts renewal attempts as the observer hears them.
+type tally struct{ ok, failed atomic.Int64 }
+
+func (n *tally) hear(_ time.Duration, err error) {
+	if err == nil {
+		n.ok.Add(1)
+	} else {
+		n.failed.Add(1)
+	}
+}
+
+// atLeast waits until count reaches n, and fails if held delivers first.
+func atLeast(t *testing.T, count *atomic.Int64, n int64, held <-chan error, what string) {
+	t.Helper()
+	deadline := time.After(safety)
+	for count.Load() < n {
+		select {
+		case err := <-held:
+			t.Fatalf("the term ended (%v) before %d %s", err, n, what)
+		case <-deadline:
+			t.Fatalf("%d %s within %s, want %d", count.Load(), what, safety, n)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// Every term on a client renews over one LeaseKeepAlive stream, the
+// leader's and the waiter's alike, through faults that end the stream.
+// Subtests other than one-stream, which counts every stream etcd sees
+// opened, run in parallel once it is done.
+func TestRenewals(t *testing.T) {
+	t.Parallel()
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	m := cluster.Member(0)
+
+	t.Run("one-stream", func(t *testing.T) {
+		f := newFixture(t, etcdtest.NewClient(t, cluster.Endpoints()...))
+		f.ttl = campaign.MinTTL
+		var n tally
+		f.renewed = n.hear
+		before := keepAliveStreams(t, m)
+		a := f.lead()
+		held := hold(a)
+		f.waiting(t.Context(), 1)
+		atLeast(t, &n.ok, 10, held, "renewals")
+		if opened := keepAliveStreams(t, m) - before; opened != 1 {
+			t.Errorf("etcd saw %d LeaseKeepAlive streams opened for %d renewals of two terms, want 1", opened, n.ok.Load())
+		}
+	})
+
+	// etcd's connection reset under the stream: the next renewal opens
+	// a new one, and the term goes on.
+	t.Run("stream-reset", func(t *testing.T) {
+		t.Parallel()
+		p := newProxy(t, cluster)
+		f := newFixture(t, etcdtest.NewClient(t, p.Addr()))
+		f.ttl = 5 * time.Second
+		var n tally
+		f.renewed = n.hear
+		a := f.lead()
+		held := hold(a)
+		atLeast(t, &n.ok, 2, held, "renewals")
+		before := keepAliveStreams(t, m)
+		p.Reset()
+		p.Pass()
+		ok := n.ok.Load()
+		atLeast(t, &n.ok, ok+3, held, "renewals after the reset")
+		if opened := keepAliveStreams(t, m) - before; opened < 1 {
+			t.Errorf("renewals went on after the reset with no new stream")
+		}
+	})
+
+	// A connection that carries nothing: no renewal counts, so the
+	// deadline stands still, each attempt failing at its bound r; once
+	// etcd is reachable again, renewals resume.
+	t.Run("blackholed", func(t *testing.T) {
+		t.Parallel()
+		p := newProxy(t, cluster)
+		f := newFixture(t, etcdtest.NewClient(t, p.Addr()))
+		f.ttl = 5 * time.Second
+		var n tally
+		f.renewed = n.hear
+		a := f.lead()
+		r := campaign.RenewInterval(a.TTL)
+		held := hold(a)
+		atLeast(t, &n.ok, 2, held, "renewals")
+		p.Blackhole()
+		defer p.Pass()
+		atLeast(t, &n.failed, 1, held, "failed renewals")
+		ok, failed, d := n.ok.Load(), n.failed.Load(), a.Deadline()
+		time.Sleep(3 * r)
+		if n.ok.Load() != ok || a.Deadline() != d {
+			t.Fatalf("while blackholed: %d renewals counted, deadline moved by %s", n.ok.Load()-ok, a.Deadline()-d)
+		}
+		if n.failed.Load() < failed+2 {
+			t.Errorf("%d renewals failed in 3r while blackholed, want at least 2: attempts are bounded by r", n.failed.Load()-failed)
+		}
+		p.Pass()
+		atLeast(t, &n.ok, ok+1, held, "renewals after the blackhole")
+		if a.Deadline() <= d {
+			t.Errorf("a renewal counted after the blackhole but the deadline did not move")
+		}
+	})
+
+	// Only etcd saying the lease is gone ends a term from the renewals;
+	// the term here has no keys, so no guard to end it first.
+	t.Run("lease-revoked", func(t *testing.T) {
+		t.Parallel()
+		cli := etcdtest.NewClient(t, cluster.Endpoints()...)
+		f := newFixture(t, cli)
+		f.ttl = campaign.MinTTL
+		var n tally
+		f.renewed = n.hear
+		a, err := f.campaigner(false).Grant(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(a.Revoke)
+		held := hold(a)
+		atLeast(t, &n.ok, 1, held, "renewals")
+		if _, err := cli.Revoke(t.Context(), a.Lease); err != nil {
+			t.Fatal(err)
+		}
+		if err := awaitErr(t, held); !errors.Is(err, campaign.ErrLeaseLost) {
+			t.Fatalf("Hold after the lease was revoked = %v, want ErrLeaseLost", err)
+		}
+	})
+
+	// The deadline is the send time of the renewal etcd answered plus the
+	// TTL, on the campaigner's clock, and never moves back.
+	t.Run("deadline-from-send-time", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, etcdtest.NewClient(t, cluster.Endpoints()...))
+		var clock atomic.Int64
+		clock.Store(int64(100 * time.Second))
+		c, err := campaign.New(campaign.Config{
+			Client: f.cli, Layout: f.l, ID: "c", TTL: 10 * time.Second, Guard: time.Second, RequestTimeout: 5 * time.Second,
+			Now: func() time.Duration { return time.Duration(clock.Load()) },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := c.Grant(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(a.Revoke)
+		if d := a.Deadline(); d != 110*time.Second {
+			t.Fatalf("deadline after a grant sent at 100s with TTL 10s = %s", d)
+		}
+		for _, c := range []struct{ sent, want time.Duration }{{200 * time.Second, 210 * time.Second}, {150 * time.Second, 210 * time.Second}} {
+			clock.Store(int64(c.sent))
+			if err := a.RenewOnce(t.Context(), 5*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if d := a.Deadline(); d != c.want {
+				t.Errorf("deadline after a renewal sent at %s = %s, want %s", c.sent, d, c.want)
+			}
+		}
+	})
+
+	// Hold hands the keeper a deadline about every other renewal at this
+	// TTL, each one a deadline the term held, each later than the last.
+	t.Run("keeper-told-less-often", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, etcdtest.NewClient(t, cluster.Endpoints()...))
+		var n tally
+		// K + m as etcdlead run sets them for a TTL of 2s: a quarter of
+		// the outage tolerance is then a little over r.
+		c, err := campaign.New(campaign.Config{Client: f.cli, Layout: f.l, ID: "c", TTL: campaign.MinTTL,
+			Guard: 750 * time.Millisecond, RequestTimeout: 5 * time.Second, Now: supervisor.Now, Observer: renewObserver(n.hear)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := c.Campaign(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(a.Revoke)
+		var told []time.Duration
+		hctx, cancel := context.WithCancel(t.Context())
+		held := make(chan error, 1)
+		go func() { held <- a.Hold(hctx, func(d time.Duration) { told = append(told, d) }) }()
+		atLeast(t, &n.ok, 12, held, "renewals")
+		cancel()
+		<-held
+		renewed := int(n.ok.Load())
+		// About every other one; a renewal delayed by the scheduler can
+		// make one step long enough on its own.
+		if len(told) == 0 || len(told) > renewed*2/3+1 {
+			t.Errorf("%d deadlines handed over for %d renewals, want at least one and about every other", len(told), renewed)
+		}
+		for i, d := range told {
+			if i > 0 && d <= told[i-1] {
+				t.Errorf("deadline %s handed over after %s", d, told[i-1])
+			}
+		}
+		if last := told[len(told)-1]; last > a.Deadline() {
+			t.Errorf("handed over %s, later than the term's deadline %s", last, a.Deadline())
+		}
+	})
+}
+
+// renewObserver hears renewals only.
+type renewObserver func(time.Duration, error)
+
+func (o renewObserver) Renewed(latency time.Duration, err error) { o(latency, err) }
+func (renewObserver) BarrierWait()                               {}
+func (renewObserver) Queued(string, int)                         {}
+func (renewObserver) Front(string)                               {}
+
+// With auth on, renewals carry the client's token on their one stream: one
+// login for all of them.
+func TestRenewalsWithAuth(t *testing.T) {
+	t.Parallel()
+	const password = "alice-Pw-9q#Z!k2"
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	m := cluster.Member(0)
+	root := cluster.Client(t)
+	ctx := t.Context()
+	rw := clientv3.PermissionType(clientv3.PermReadWrite)
+	l, err := campaign.NewLayout("etcdlead/", "reports")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []func() error{
+		func() error { _, err := root.UserAdd(ctx, "root", "root-Pw-7f3a"); return err },
+		func() error { _, err := root.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := root.RoleAdd(ctx, "reports"); return err },
+		func() error {
+			_, err := root.RoleGrantPermission(ctx, "reports", "etcdlead/reports", clientv3.GetPrefixRangeEnd("etcdlead/reports"), rw)
+			return err
+		},
+		func() error { _, err := root.UserAdd(ctx, "alice", password); return err },
+		func() error { _, err := root.UserGrantRole(ctx, "alice", "reports"); return err },
+		func() error { _, err := root.AuthEnable(ctx); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatalf("auth setup: %v", err)
+		}
+	}
+	cli, err := etcdconn.New(etcdconn.Config{Endpoints: cluster.Endpoints(), DialTimeout: 5 * time.Second,
+		User: "alice", Password: password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	var n tally
+	c, err := campaign.New(campaign.Config{Client: cli, Layout: l, ID: "alice", TTL: campaign.MinTTL,
+		Guard: time.Second, RequestTimeout: 5 * time.Second, Now: supervisor.Now, Observer: renewObserver(n.hear)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logins, streams := served(t, m, "grpc_server_handled_total", "Authenticate"), keepAliveStreams(t, m)
+	a, err := c.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Revoke)
+	held := hold(a)
+	atLeast(t, &n.ok, 10, held, "renewals")
+	if got := served(t, m, "grpc_server_handled_total", "Authenticate") - logins; got != 1 {
+		t.Errorf("%d logins for a campaign and %d renewals, want 1", got, n.ok.Load())
+	}
+	if got := keepAliveStreams(t, m) - streams; got != 1 {
+		t.Errorf("%d LeaseKeepAlive streams opened, want 1", got)
+	}
+}
