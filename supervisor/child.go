@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/etcdlead/etcdlead/internal/trace"
 )
 
 // Spec describes one child: what to run and how the keeper must stop it.
@@ -158,7 +160,7 @@ func launch(spec Spec) (*keeperProc, error) {
 		"--"}
 	cmd := &exec.Cmd{
 		Path: "/proc/self/exe", Args: append(args, spec.Argv...),
-		Env:        spec.Env,
+		Env:        trace.Environ(spec.Env),
 		Stdin:      orStd(spec.Stdin, os.Stdin),
 		Stdout:     orStd(spec.Stdout, os.Stdout),
 		Stderr:     orStd(spec.Stderr, os.Stderr),
@@ -184,6 +186,7 @@ func launch(spec Spec) (*keeperProc, error) {
 // the keeper's report. A keeper that reads its pipe only after its own
 // start-up finds the message waiting: the write adds no round trip.
 func (k *keeperProc) begin(deadline time.Duration, env []string, log hclog.Logger) (*Child, error) {
+	trace.Mark("supervisor.start-msg")
 	if _, err := k.ctrl.WriteString(command{op: msgStart, deadline: deadline, env: env}.String()); err != nil {
 		k.cancel()
 		return nil, fmt.Errorf("%w: %v", errKeeperEnded, err)
@@ -251,6 +254,7 @@ func (c *Child) wait(k *keeperProc, status *bufio.Scanner) {
 				// The keeper reports only once nothing it started is left,
 				// so the result is final now; its own exit can follow in
 				// its time, off the path to the revoke.
+				trace.Mark("supervisor.exit-report")
 				c.publish(Result{Code: code, Reason: Reason(f[2])})
 				published = true
 			}

@@ -42,10 +42,14 @@ func Enabled() bool { return fd >= 0 }
 
 // Environ returns env with the trace variable added when tracing is on, for
 // a process of etcdlead's own that should trace too (a keeper). env itself
-// is never written to.
+// is never written to; nil stands for this process's environment, as in
+// os/exec.
 func Environ(env []string) []string {
 	if fd < 0 {
 		return env
+	}
+	if env == nil {
+		env = os.Environ()
 	}
 	return append(env[:len(env):len(env)], Var+"="+path)
 }
