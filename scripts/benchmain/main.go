@@ -1,7 +1,7 @@
 // Command benchmain is scripts/bench: etcdlead and etcdctl lock side by side,
 // on one etcd, in one run. From the module root:
 //
-//	scripts/bench            # the full run (about 8 minutes on 2 cores); writes BENCHMARKS.md
+//	scripts/bench            # the full run (about 7 minutes on 2 cores); writes BENCHMARKS.md
 //	scripts/bench -quick     # fewer samples, short idle windows; prints the report
 //
 // It builds etcd, etcdctl (at the version pinned in go.mod), etcdlead (this

@@ -152,6 +152,7 @@ func (s *stepTable) fill(rounds []tracedRound, marks map[int][]mark) {
 }
 
 const (
+	wakeUnsplit   = "etcd's commit (a WAL fsync) and the event's way to the watcher"
 	notSplitExit  = "the child's end, the kernel's SIGCHLD and etcdctl's wait4 return, then Mutex.Unlock's call"
 	notSplitStart = "etcdctl's return from Mutex.Lock, fork and exec of the child, the child's runtime start"
 )
@@ -161,7 +162,7 @@ func etcdleadRows(deleted bool) []stepRow {
 	if deleted {
 		rows = []stepRow{
 			{Name: "the leader's queue key deleted (request sent)", Who: "bench"},
-			{Name: "the old supervisor's guard sees the delete (watch event)", Who: "old supervisor", role: "old", event: "campaign.key-deleted"},
+			{Name: "the old supervisor's guard sees the delete (watch event)", Who: "old supervisor", role: "old", event: "campaign.key-deleted", Unsplit: wakeUnsplit},
 			{Name: "its term loop sends the stop to the keeper", Who: "old supervisor", role: "old", event: "runner.stop-sent"},
 			{Name: "the old keeper reads the stop (then signals the group)", Who: "old keeper", role: "oldk", event: "keeper.stop-msg"},
 			{Name: "the old keeper reaps the child (wait4 returns)", Who: "old keeper", role: "oldk", event: "keeper.reaped"},
@@ -181,7 +182,7 @@ func etcdleadRows(deleted bool) []stepRow {
 	revoke := len(rows) - 1
 	rows = append(rows,
 		stepRow{Name: "revoke answered", Who: "old supervisor", role: "old", event: "campaign.revoked", From: []int{revoke}, OffPath: true},
-		stepRow{Name: "watch event at the next candidate (the old sentinel's delete)", Who: "next supervisor", role: "next", event: "campaign.wake", From: []int{revoke}},
+		stepRow{Name: "watch event at the next candidate (the old sentinel's delete)", Who: "next supervisor", role: "next", event: "campaign.wake", From: []int{revoke}, Unsplit: wakeUnsplit},
 	)
 	wake := len(rows) - 1
 	rows = append(rows,
@@ -208,14 +209,14 @@ func etcdctlRows(deleted bool) []stepRow {
 	if deleted {
 		rows = []stepRow{
 			{Name: "the holder's key deleted (request sent)", Who: "bench"},
-			{Name: "watch event reaches the next etcdctl lock", Who: "next etcdctl (proxy)", Unsplit: "etcd's commit of the delete"},
+			{Name: "watch event reaches the next etcdctl lock", Who: "next etcdctl (proxy)", Unsplit: wakeUnsplit},
 		}
 	} else {
 		rows = []stepRow{
 			{Name: "the old child's last instruction", Who: "old child"},
 			{Name: "the old etcdctl's unlock (DeleteRange) on the wire", Who: "old etcdctl (proxy)", Unsplit: notSplitExit},
 			{Name: "unlock answered", Who: "old etcdctl (proxy)", From: []int{1}, OffPath: true},
-			{Name: "watch event reaches the next etcdctl lock", Who: "next etcdctl (proxy)", From: []int{1}},
+			{Name: "watch event reaches the next etcdctl lock", Who: "next etcdctl (proxy)", From: []int{1}, Unsplit: wakeUnsplit},
 		}
 	}
 	return append(rows,
