@@ -53,7 +53,7 @@ func (r *report) sectionSteps(w func(string, ...any)) {
 		return
 	}
 	w("## %d. Graceful handoff, step by step\n\n", r.section("steps"))
-	gapFigure := "the graceful handoff gap's figure"
+	gapFigure := "the graceful handoff figure"
 	if n := r.sec["handoff"]; n > 0 {
 		gapFigure = fmt.Sprintf("section %d", n)
 	}
