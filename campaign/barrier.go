@@ -7,6 +7,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlead/etcdlead/internal/trace"
 )
 
 // leasePoll is how often a candidate asks whether a lease whose keys are
@@ -155,6 +157,7 @@ func (t *Term) wait(ctx context.Context, v view) error {
 		gone := make(chan map[clientv3.LeaseID]bool, 1)
 		go func() { gone <- t.leasesGone(ctx, woke) }()
 		next, lerr := t.look(ctx)
+		trace.Mark("campaign.look")
 		g := <-gone
 		for l, key := range woke {
 			if g[l] {
@@ -217,6 +220,7 @@ func (t *Term) waitEvent(ctx context.Context, v view) (map[clientv3.LeaseID]stri
 			return nil, nil
 		}
 		if len(w.resp.Events) > 0 {
+			trace.Mark("campaign.wake")
 			return map[clientv3.LeaseID]string{leases[w.i]: keys[w.i]}, nil
 		}
 	}
@@ -309,6 +313,7 @@ func (t *Term) leaseGone(ctx context.Context, id clientv3.LeaseID) (bool, error)
 			if err != nil {
 				return err
 			}
+			trace.MarkInt("campaign.ttl", "ttl", resp.TTL)
 			gone = resp.TTL == -1
 			return nil
 		})
@@ -328,6 +333,7 @@ func (t *Term) barrier(ctx context.Context, pending map[clientv3.LeaseID]string)
 				return t.waitErr(ctx, err)
 			}
 			if gone {
+				trace.Mark("campaign.lease-gone")
 				break
 			}
 			if !logged {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlead/etcdlead/internal/trace"
 )
 
 // Config describes one candidate. Client, Layout, ID, TTL and Now are
@@ -132,6 +134,7 @@ func (c *Campaigner) Campaign(ctx context.Context) (*Term, error) {
 		return nil, err
 	}
 	ok = true
+	trace.Mark("campaign.elected")
 	c.log.Info("elected", "key", t.Key, "rev", t.Rev)
 	return t, nil
 }

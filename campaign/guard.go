@@ -6,6 +6,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlead/etcdlead/internal/trace"
 )
 
 // guard ends the term, from its creation on, waiting or leading, when its
@@ -83,6 +85,7 @@ func (t *Term) event(ev *clientv3.Event) error {
 	}
 	switch {
 	case ev.Type == clientv3.EventTypeDelete:
+		trace.Mark("campaign.key-deleted")
 		t.c.log.Warn("key deleted", "key", key, "rev", ev.Kv.ModRevision)
 		return ErrKeyDeleted
 	case clientv3.LeaseID(ev.Kv.Lease) != t.Lease || ev.Kv.CreateRevision != t.Rev:

@@ -11,6 +11,8 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlead/etcdlead/internal/trace"
 )
 
 // Term is one lease with its queue key and its sentinel: a candidacy that
@@ -146,9 +148,12 @@ func (t *Term) Revoke() {
 		t.guards.Wait()
 		close(guarded)
 	}()
+	trace.Mark("campaign.revoke")
 	if _, err := t.c.cfg.Client.Revoke(ctx, t.Lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		trace.Mark("campaign.revoked")
 		t.c.log.Warn("revoke failed; the lease will expire", "lease", leaseHex(t.Lease), "ttl", t.TTL, "error", err)
 	} else {
+		trace.Mark("campaign.revoked")
 		t.c.log.Info("lease revoked", "key", t.Key, "lease", leaseHex(t.Lease))
 	}
 	select {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/etcdlead/etcdlead/internal/trace"
 )
 
 // Spec describes one child: what to run and how the keeper must stop it.
@@ -200,7 +202,7 @@ func keeperCmd(path string, spec Spec, ctrlR, statW *os.File) *exec.Cmd {
 		"--"}, spec.Argv...)
 	cmd := &exec.Cmd{
 		Path: path, Args: append([]string{path}, args...),
-		Env:        spec.Env,
+		Env:        trace.Environ(spec.Env),
 		Stdin:      orStd(spec.Stdin, os.Stdin),
 		Stdout:     orStd(spec.Stdout, os.Stdout),
 		Stderr:     orStd(spec.Stderr, os.Stderr),
@@ -222,6 +224,7 @@ func keeperCmd(path string, spec Spec, ctrlR, statW *os.File) *exec.Cmd {
 // fails only when the keeper is gone; what it said before it went tells a
 // refusal from a death.
 func (k *keeperProc) begin(deadline time.Duration, env []string, log hclog.Logger) (*Child, error) {
+	trace.Mark("supervisor.start-msg")
 	_, _ = k.ctrl.WriteString(command{op: msgStart, deadline: deadline, env: env}.String())
 	return k.started(log)
 }
@@ -307,6 +310,7 @@ func (c *Child) wait(k *keeperProc, status *bufio.Scanner) {
 				// The keeper reports only once nothing it started is left,
 				// so the result is final now; its own exit can follow in
 				// its time, off the path to the revoke.
+				trace.Mark("supervisor.exit-report")
 				c.publish(Result{Code: code, Reason: Reason(f[2])})
 				published = true
 			}

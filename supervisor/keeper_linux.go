@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/etcdlead/etcdlead/internal/logbuf"
+	"github.com/etcdlead/etcdlead/internal/trace"
 	"github.com/etcdlead/etcdlead/signals"
 )
 
@@ -166,6 +167,7 @@ func RunKeeper(args []string) int {
 	if tty {
 		restoreForeground(res.pid, ttyPgrp)
 	}
+	trace.Mark("keeper.exit-report")
 	fmt.Fprintf(status, "%s %d %s\n", msgExit, g.exitCode(), g.reason)
 	return 0
 }
@@ -179,6 +181,7 @@ func RunKeeper(args []string) int {
 func awaitStart(cmds <-chan command, kc *keeperConfig) bool {
 	for c := range cmds {
 		if c.op == msgStart {
+			trace.Mark("keeper.start-msg")
 			kc.fence.Deadline = c.deadline
 			kc.env = c.env
 			return true
@@ -228,6 +231,7 @@ func runChild(kc keeperConfig, tty bool, started chan<- startResult, reaped chan
 		started <- startResult{code: execFailureCode(err), err: err}
 		return
 	}
+	trace.MarkInt("keeper.forked", "pid", int64(cmd.Process.Pid))
 	started <- startResult{pid: cmd.Process.Pid}
 	defer close(reaped)
 	for {
@@ -239,6 +243,7 @@ func runChild(kc keeperConfig, tty bool, started chan<- startResult, reaped chan
 		if err != nil {
 			return // ECHILD: nothing left to reap
 		}
+		trace.MarkInt("keeper.reaped", "pid", int64(pid))
 		reaped <- reapEvent{pid: pid, status: ws}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 
+	"github.com/etcdlead/etcdlead/internal/trace"
 	"github.com/etcdlead/etcdlead/signals"
 )
 
@@ -90,6 +91,7 @@ func (k *keeper) apply(c command) {
 	case msgDeadline:
 		k.g.setDeadline(c.deadline)
 	case msgStop:
+		trace.Mark("keeper.stop-msg")
 		k.stopTree(k.g.stop(now, c.sig, ReasonStopped))
 	case msgKill:
 		k.stopTree(k.g.kill(ReasonStopped))

@@ -13,6 +13,7 @@ import (
 	"github.com/etcdlead/etcdlead/internal/logbuf"
 	"github.com/etcdlead/etcdlead/internal/ops"
 	"github.com/etcdlead/etcdlead/internal/runner"
+	"github.com/etcdlead/etcdlead/internal/trace"
 	"github.com/etcdlead/etcdlead/signals"
 	"github.com/etcdlead/etcdlead/supervisor"
 )
@@ -104,6 +105,7 @@ func childBaseEnv(environ []string) []string {
 		case strings.HasSuffix(name, "_PASSWORD"),
 			(name == envEtcdctlUser || name == envUser) && strings.Contains(val, ":"),
 			name == envElection, name == envPrefix,
+			name == trace.Var, // etcdlead's own processes only (internal/trace)
 			slices.Contains(runner.ChildVars, name):
 			continue
 		}

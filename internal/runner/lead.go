@@ -8,6 +8,7 @@ import (
 
 	"github.com/etcdlead/etcdlead/campaign"
 	"github.com/etcdlead/etcdlead/internal/ops"
+	"github.com/etcdlead/etcdlead/internal/trace"
 	"github.com/etcdlead/etcdlead/signals"
 	"github.com/etcdlead/etcdlead/supervisor"
 )
@@ -83,6 +84,7 @@ func (r *Runner) lead(ctx context.Context, term *Term) *Outcome {
 			if !st.stopping() {
 				// Stop first: a log write can block on a stalled stderr.
 				child.Stop(r.cfg.KillSignal)
+				trace.Mark("runner.stop-sent")
 				st.lost = err
 				r.log.Warn("leadership lost; child stopping", "reason", err, "signal", signals.Name(r.cfg.KillSignal))
 			}
@@ -94,6 +96,7 @@ func (r *Runner) lead(ctx context.Context, term *Term) *Outcome {
 			st.timedOut = true
 			r.log.Warn("command ran past --timeout; child stopping", "timeout", r.cfg.Timeout, "signal", signals.Name(r.cfg.KillSignal))
 		case <-child.Done():
+			trace.Mark("runner.child-done")
 			res := child.Result()
 			r.log.Info("child exited", "status", res.Code, "reason", res.Reason)
 			r.mon.ChildExited(res.Code, res.Reason == supervisor.ReasonFenced)

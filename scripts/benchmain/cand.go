@@ -126,12 +126,28 @@ func (p *procs) killAll() {
 	}
 }
 
+// spawnOpts are what a candidate of a traced pass gets beyond the usual:
+// variables in its environment, and an etcd endpoint of its own (a
+// timestamping proxy).
+type spawnOpts struct {
+	env      []string
+	endpoint string
+}
+
 // spawn starts one candidate of t for election; its child reports to the hub
 // with id.
 func (b *bench) spawn(t *tool, election string, ttl int, id string) (*cand, error) {
+	return b.spawnWith(t, election, ttl, id, spawnOpts{})
+}
+
+func (b *bench) spawnWith(t *tool, election string, ttl int, id string, o spawnOpts) (*cand, error) {
 	child := []string{b.bins.child, b.hub.Path, id}
-	cmd := exec.Command(t.bin, t.args(b.endpoint, election, ttl, id, child)...)
-	cmd.Env = b.env
+	ep := b.endpoint
+	if o.endpoint != "" {
+		ep = o.endpoint
+	}
+	cmd := exec.Command(t.bin, t.args(ep, election, ttl, id, child)...)
+	cmd.Env = append(append([]string(nil), b.env...), o.env...)
 	logf, err := os.OpenFile(filepath.Join(b.dir, "logs", t.Key+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err

@@ -85,12 +85,19 @@ type pool struct {
 	seq      int
 	cands    map[string]*cand
 	leader   *kid
+	// opts, when set, gives each new candidate its spawn options (a
+	// traced pass).
+	opts func(id string) (spawnOpts, error)
 }
 
 // newPool starts size candidates: the first becomes leader, the others queue
 // behind it in order.
 func (b *bench) newPool(ctx context.Context, t *tool, name string, ttl, size int) (*pool, error) {
-	p := &pool{b: b, t: t, election: name + "-" + t.Key, group: name + "-" + t.Key, ttl: ttl, size: size, cands: map[string]*cand{}}
+	return b.newPoolWith(ctx, t, name, ttl, size, nil)
+}
+
+func (b *bench) newPoolWith(ctx context.Context, t *tool, name string, ttl, size int, opts func(string) (spawnOpts, error)) (*pool, error) {
+	p := &pool{b: b, t: t, election: name + "-" + t.Key, group: name + "-" + t.Key, ttl: ttl, size: size, cands: map[string]*cand{}, opts: opts}
 	if _, err := p.add(); err != nil {
 		return nil, err
 	}
@@ -113,7 +120,14 @@ func (b *bench) newPool(ctx context.Context, t *tool, name string, ttl, size int
 func (p *pool) add() (*cand, error) {
 	p.seq++
 	id := fmt.Sprintf("%s/%d", p.group, p.seq)
-	c, err := p.b.spawn(p.t, p.election, p.ttl, id)
+	var o spawnOpts
+	if p.opts != nil {
+		var err error
+		if o, err = p.opts(id); err != nil {
+			return nil, err
+		}
+	}
+	c, err := p.b.spawnWith(p.t, p.election, p.ttl, id, o)
 	if err != nil {
 		return nil, err
 	}

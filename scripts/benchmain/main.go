@@ -1,16 +1,19 @@
 // Command benchmain is scripts/bench: etcdlead and etcdctl lock side by side,
 // on one etcd, in one run. From the module root:
 //
-//	scripts/bench            # the full run (about 4 minutes on 2 cores); writes BENCHMARKS.md
-//	scripts/bench -quick     # fewer samples, a 10 s idle window; prints the report
+//	scripts/bench            # the full run (about 7 minutes on 2 cores); writes BENCHMARKS.md
+//	scripts/bench -quick     # fewer samples, short idle windows; prints the report
 //
 // It builds etcd, etcdctl (at the version pinned in go.mod), etcdlead (this
 // checkout) and a tiny child program; starts a single etcd member with its
 // data on disk (fsync on, as in production) on a loopback port chosen at run
 // time; and measures, alternating the tools run by run: time to first child,
 // graceful handoff gap (with etcd's WAL fsync latency from the same windows),
-// crash failover after kill -9, etcd's cost per handoff against the number
-// of waiting candidates, and the idle footprint.
+// the same handoff step by step in a separate traced pass (steps.go), the gap
+// after the leader's key is deleted, crash failover after kill -9, etcd's
+// cost per handoff against the number of waiting candidates, etcd's cost of
+// many idle elections (fleet.go), and the idle footprint with its CPU per
+// renewal.
 package main
 
 import (
@@ -26,6 +29,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlead/etcdlead/internal/trace"
 )
 
 type config struct {
@@ -38,10 +43,13 @@ type config struct {
 	seed        uint64
 
 	ttfcRuns, handoffRuns, failoverRuns, costHandoffs int
+	stepRuns, deleteRuns                              int
 	procWaiters, inprocWaiters                        []int
 	idleWindow                                        time.Duration
 	idleTTLs                                          []int
 	queue                                             int
+	fleetSizes                                        []int
+	fleetWindow                                       time.Duration
 }
 
 func (c *config) want(name string) bool { return len(c.only) == 0 || c.only[name] }
@@ -72,7 +80,7 @@ func main() {
 	flag.BoolVar(&cfg.quick, "quick", false, "fewer samples and a 10 s idle window, for development; prints the report instead of writing BENCHMARKS.md")
 	flag.StringVar(&cfg.out, "out", "", "write the report here (default: BENCHMARKS.md in the module root; with -quick, standard output)")
 	flag.StringVar(&cfg.etcdleadBin, "etcdlead", "", "use this etcdlead binary instead of building the checkout (to compare a change)")
-	flag.StringVar(&only, "only", "", "comma-separated subset of ttfc,handoff,failover,cost,idle")
+	flag.StringVar(&only, "only", "", "comma-separated subset of ttfc,handoff,steps,deleted,failover,cost,fleet,idle")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the work directory (binaries, logs, etcd data)")
 	flag.StringVar(&cfg.dataDir, "dir", "", "parent of the work directory, which holds etcd's data (default: the system temp dir, unless that is tmpfs)")
 	flag.Uint64Var(&cfg.seed, "seed", 0, "seed for the random kill times (0: from the clock)")
@@ -80,6 +88,10 @@ func main() {
 	starts := flag.Int("starts", 0, "uncontended starts per tool (default 25; -quick 6)")
 	failovers := flag.Int("failovers", 0, "kill -9 failovers per tool (default 12; -quick 3)")
 	flag.IntVar(&cfg.queue, "queue", 3, "candidates per election in the handoff figure: the leader and queue-1 waiting")
+	stepRuns := flag.Int("steps", 0, "traced graceful handoffs per tool, for the step-by-step figure (default 30; -quick 6)")
+	deletes := flag.Int("deletes", 0, "deleted-key handoffs per tool, untraced and again traced (default 12; -quick 3)")
+	fleet := flag.String("fleet", "100,1000", "election counts of the fleet figure, comma-separated")
+	fleetWindow := flag.Duration("fleet-window", 0, "idle window of each fleet configuration (default 30s; -quick 5s)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "usage: scripts/bench [-quick] [-out FILE] [-etcdlead BIN] [-only LIST] [-keep]")
@@ -95,12 +107,27 @@ func main() {
 		cfg.ttfcRuns, cfg.handoffRuns, cfg.failoverRuns, cfg.costHandoffs = 6, 10, 3, 3
 		cfg.procWaiters, cfg.inprocWaiters = []int{5, 50}, []int{5, 50, 500}
 		cfg.idleWindow, cfg.idleTTLs = 10*time.Second, []int{10, 2}
+		cfg.stepRuns, cfg.deleteRuns, cfg.fleetWindow = 6, 3, 5*time.Second
 	} else {
 		cfg.ttfcRuns, cfg.handoffRuns, cfg.failoverRuns, cfg.costHandoffs = 25, 60, 12, 6
 		cfg.procWaiters, cfg.inprocWaiters = []int{5, 50}, []int{5, 50, 500}
 		cfg.idleWindow, cfg.idleTTLs = 60*time.Second, []int{10, 2}
+		cfg.stepRuns, cfg.deleteRuns, cfg.fleetWindow = 30, 12, 30*time.Second
 	}
-	for _, o := range []struct{ flag, dst *int }{{handoffs, &cfg.handoffRuns}, {starts, &cfg.ttfcRuns}, {failovers, &cfg.failoverRuns}} {
+	if *fleetWindow > 0 {
+		cfg.fleetWindow = *fleetWindow
+	}
+	var err error
+	if cfg.fleetSizes, err = parseSizes(*fleet); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: -fleet:", err)
+		os.Exit(2)
+	}
+	if trace.Enabled() {
+		// The bench's own in-process candidates would write marks too.
+		fmt.Fprintln(os.Stderr, "bench: unset "+trace.Var+": the bench sets it itself, for its traced pass only")
+		os.Exit(2)
+	}
+	for _, o := range []struct{ flag, dst *int }{{handoffs, &cfg.handoffRuns}, {starts, &cfg.ttfcRuns}, {failovers, &cfg.failoverRuns}, {stepRuns, &cfg.stepRuns}, {deletes, &cfg.deleteRuns}} {
 		if *o.flag > 0 {
 			*o.dst = *o.flag
 		}
@@ -120,7 +147,7 @@ func main() {
 		b.cleanup()
 		os.Exit(130)
 	}()
-	err := b.run()
+	err = b.run()
 	b.cleanup()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: FAILED: %v\n", err)
@@ -225,6 +252,24 @@ func (b *bench) run() error {
 			}
 		}
 	}
+	if b.cfg.want("steps") || b.cfg.want("deleted") {
+		n, deletes := b.cfg.stepRuns, b.cfg.deleteRuns
+		if !b.cfg.want("steps") {
+			n = 0
+		}
+		if !b.cfg.want("deleted") {
+			deletes = 0
+		}
+		if r.steps, err = b.steps(ctx, n, deletes, b.cfg.queue); err != nil {
+			return fmt.Errorf("step by step: %w", err)
+		}
+	}
+	if b.cfg.want("deleted") {
+		b.say("deleted key: %d per tool, 2 candidates each, alternating", b.cfg.deleteRuns)
+		if r.deleted, err = b.deletedKey(ctx, b.cfg.deleteRuns); err != nil {
+			return fmt.Errorf("deleted key: %w", err)
+		}
+	}
 	if b.cfg.want("failover") {
 		b.say("crash failover: %d kill -9 per tool, TTL 2s, alternating", b.cfg.failoverRuns)
 		if r.failover, err = b.failovers(ctx, b.cfg.failoverRuns, 2); err != nil {
@@ -254,6 +299,11 @@ func (b *bench) run() error {
 				return fmt.Errorf("cost: %w", err)
 			}
 			r.cost = append(r.cost, run)
+		}
+	}
+	if b.cfg.want("fleet") && len(b.cfg.fleetSizes) > 0 {
+		if r.fleet, err = b.fleet(ctx, b.cfg.fleetSizes, b.cfg.fleetWindow); err != nil {
+			return fmt.Errorf("fleet: %w", err)
 		}
 	}
 	if b.cfg.want("idle") {

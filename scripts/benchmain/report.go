@@ -23,7 +23,21 @@ type report struct {
 	failover    *failoverResult
 	cost        []*costRun
 	idle        *footprintResult
+	steps       *stepsResult
+	deleted     *deletedResult
+	fleet       []*fleetRun
 	targets     []targetLine
+	sec         map[string]int // section numbers by figure, as written
+}
+
+// section numbers the next section and remembers it under name, for the
+// text of later sections.
+func (r *report) section(name string) int {
+	if r.sec == nil {
+		r.sec = map[string]int{}
+	}
+	r.sec[name] = len(r.sec) + 1
+	return r.sec[name]
 }
 
 type targetLine struct{ target, measured, verdict string }
@@ -45,9 +59,12 @@ func (r *report) markdown() string {
 	var body strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&body, format, args...) }
 	r.sectionHandoff(w)
+	r.sectionSteps(w)
+	r.sectionDeleted(w)
 	r.sectionFailover(w)
 	r.sectionFirstChild(w)
 	r.sectionCost(w)
+	r.sectionFleet(w)
 	r.sectionFootprint(w)
 
 	var s strings.Builder
@@ -62,7 +79,7 @@ func (r *report) markdown() string {
 	p("It builds etcd and etcdctl at the version pinned in `go.mod`, etcdlead from the checkout and a tiny child program, ")
 	p("starts one etcd member with its data on disk (fsync on: no `--unsafe-no-fsync`) on a loopback port chosen at run time, ")
 	p("measures, and rewrites this file. `scripts/bench -quick` is a shorter run that prints the report instead. ")
-	p("Micro-benchmarks of the hot paths: `go test -run '^$' -bench . ./campaign ./supervisor`.\n\n")
+	p("Micro-benchmarks of the hot paths: `go test -run '^$' -bench . ./campaign ./supervisor ./internal/trace`.\n\n")
 	p("## Machine\n\n| | |\n|---|---|\n")
 	p("| CPU | %s, %d cores |\n", r.mach.CPU, r.mach.Cores)
 	p("| memory | %s |\n| kernel | %s |\n| Go | %s |\n", r.mach.Memory, r.mach.Kernel, r.mach.GoVersion)
@@ -96,7 +113,7 @@ func (r *report) sectionHandoff(w func(string, ...any)) {
 	if h == nil {
 		return
 	}
-	w("## 1. Graceful handoff gap\n\n")
+	w("## %d. Graceful handoff gap\n\n", r.section("handoff"))
 	w("The leader's child exits (its last instruction stamps CLOCK_MONOTONIC) → the next leader's child runs (its first instruction stamps the same clock). ")
 	w("%d handoffs per tool, A B alternating, %d candidates per election (leader and %d waiting), lease TTL 10 s. ", len(h.gap[lead]), h.queue, h.queue-1)
 	w("The WAL fsyncs and raft commits are etcd's own counts inside each handoff window (from the exit request to the next child's start).\n\n")
@@ -151,7 +168,7 @@ func (r *report) sectionFailover(w func(string, ...any)) {
 		return
 	}
 	ttl := time.Duration(f.ttl) * time.Second
-	w("## 2. Crash failover\n\n")
+	w("## %d. Crash failover\n\n", r.section("failover"))
 	w("`kill -9` of the leading supervisor (the process alone, as a crash), at a random moment 0.3–1.3 s after the previous failover settled, → the next leader's child runs. ")
 	w("Lease TTL %s for both tools, one leader and one waiting candidate each, alternating. ", ttl)
 	w("The column *old child gone first* counts failovers where the killed leader's child had ended before its successor's child started: the promise etcdlead makes and etcdctl lock does not.\n\n")
@@ -193,7 +210,7 @@ func (r *report) sectionFirstChild(w func(string, ...any)) {
 	if r.ttfc == nil {
 		return
 	}
-	w("## 3. Time to first child\n\n")
+	w("## %d. Time to first child\n\n", r.section("ttfc"))
 	w("Uncontended start: the exec of the supervisor → the child's first instruction, each start in an election of its own, alternating (one warm-up start per tool not counted).\n\n")
 	w("| | starts | median | p90 | min | max | raft commits before the child runs |\n|---|---|---|---|---|---|---|\n")
 	for _, t := range r.tools {
@@ -218,7 +235,7 @@ func (r *report) sectionCost(w func(string, ...any)) {
 	if len(r.cost) == 0 {
 		return
 	}
-	w("## 4. etcd's cost per handoff against the number of waiting candidates\n\n")
+	w("## %d. etcd's cost per handoff against the number of waiting candidates\n\n", r.section("cost"))
 	w("What etcd handled in each handoff window, from the exit request to %s after the next leader's child (or term) started, read from its `/metrics`: ", settle)
 	w("requests by gRPC method (`grpc_server_msg_received_total`: one per unary request, one per message on a stream — a watch's create or cancel, a lease renewal — less one per stream that ended, which that counter also counts), ")
 	w("streams opened (`grpc_server_started_total`), ")
@@ -386,7 +403,7 @@ func (r *report) sectionFootprint(w func(string, ...any)) {
 	if f == nil {
 		return
 	}
-	w("## 5. Footprint\n\n")
+	w("## %d. Footprint\n\n", r.section("idle"))
 	w("One leader (its child idle) and one follower per tool and TTL, all idling together for %s after 3 s to settle. ", f.window.Round(time.Second))
 	w("Memory is VmRSS at the end of the window, split into RssAnon (heap, stacks, Go runtime) and RssFile (pages of the executable: shared with every other process that runs the same binary, such as a keeper with its supervisor); ")
 	w("USS is what the process alone holds (`Private_Clean` + `Private_Dirty` in `smaps_rollup`), the memory that ending it would free. A Go process's RSS includes a few MB of runtime whatever it does. ")
@@ -433,6 +450,7 @@ func (r *report) sectionFootprint(w func(string, ...any)) {
 		w("| %d s | %s | %s | %s | %s | %s | %s |\n", ttl, ratioF(lr[0], lr[1]), ratioF(lu[0], lu[1]), ratioF(fr[0], fr[1]), ratioF(fu[0], fu[1]), ratioF(lc[0], lc[1]), ratioF(fc[0], fc[1]))
 	}
 	w("\nCPU ratios use the threads' schedstat (ns); the tick-based figures are too coarse for a ratio of idle processes.\n\n")
+	r.cpuPerRenewal(w)
 	// The supervisor's own renewals, at the shortest TTL measured.
 	short := r.cfg.idleTTLs[len(r.cfg.idleTTLs)-1]
 	if sl, cl := get0(f.rows, "etcdlead", "leader", short), get0(f.rows, "etcdctl lock", "leader", short); sl != nil && cl != nil && sl.Sched > 2*cl.Sched {
@@ -446,7 +464,7 @@ func (r *report) sectionFootprint(w func(string, ...any)) {
 			}
 		}
 		if renewals > 0 && streams >= renewals {
-			w(", and each renewal opens a LeaseKeepAlive stream of its own (section 4: one stream opened per renewal), where etcdctl lock keeps one stream open")
+			w(", and each renewal opens a LeaseKeepAlive stream of its own (section %d: one stream opened per renewal), where etcdctl lock keeps one stream open", r.sec["cost"])
 		}
 		w(".\n\n")
 	}
@@ -509,7 +527,11 @@ func (r *report) sectionWhy(p func(string, ...any)) {
 		all.add(h.fsync[lead])
 		all.add(h.fsync[ctl])
 		d := h.gap[lead].median() - h.gap[ctl].median()
-		p("**Handoff gap.** etcdlead's median is %s above etcdctl lock's. The two paths, step by step:\n\n", ms(d))
+		p("**Handoff gap.** etcdlead's median is %s above etcdctl lock's. The two paths, step by step", ms(d))
+		if n := r.sec["steps"]; n > 0 {
+			p(" (each step timed in section %d)", n)
+		}
+		p(":\n\n")
 		p("| step | etcdctl lock | etcdlead |\n|---|---|---|\n")
 		p("| the leader's child exits | `cmd.Run` returns in etcdctl | the keeper reaps it and, once it has no process left below it (ECHILD), reports to the supervisor over its pipe |\n")
 		p("| etcd requests in the handoff window (median per handoff, this run; the window closes with a read of etcd's metrics issued as the next child starts, so a new leader's first requests after its start may fall in) | %s | %s |\n", h.requestList(ctl), h.requestList(lead))

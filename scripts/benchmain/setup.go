@@ -260,7 +260,9 @@ func describeMachine(root string, bins binaries, dataDir string, prebuilt bool) 
 	// Only changes that reach the etcdlead binary count: its Go files
 	// (tests, scripts and testdata apart), go.mod, go.sum.
 	var dirty []string
-	for _, l := range strings.Split(cmdOut(root, "git", "status", "--porcelain"), "\n") {
+	// Not cmdOut: trimming would eat the first line's status column.
+	status, _ := exec.Command("git", "-C", root, "status", "--porcelain").Output()
+	for _, l := range strings.Split(string(status), "\n") {
 		if len(l) < 4 {
 			continue
 		}

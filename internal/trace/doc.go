@@ -1,0 +1,25 @@
+// Package trace stamps the steps of a handoff for scripts/bench. It is a
+// development aid, off unless the environment says otherwise, and not an
+// option of etcdlead's:
+//
+//	ETCDLEAD_TRACE=/path/file etcdlead run ...
+//
+// makes every process of that run (the supervisor and each keeper it
+// starts) append one line per mark to the file:
+//
+//	<CLOCK_MONOTONIC ns> <pid> <event> [key=value]
+//
+// The clock is the one the bench's child stamps, so marks from several
+// processes and the child compare directly. The file is opened with O_APPEND
+// and each mark is a single write(2) of a whole line, so lines of processes
+// that write at once interleave whole, never mixed.
+//
+// The variable is read once, when the package is initialised, and removed
+// from the process's environment then: a keeper gets it only because its
+// supervisor passes it on (Environ), and a child never does. When it is
+// unset or empty a mark costs one comparison: no allocation, no system call
+// (BenchmarkMarkOff).
+//
+// The package imports only the standard library and golang.org/x/sys/unix,
+// because every keeper links it.
+package trace

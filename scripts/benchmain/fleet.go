@@ -1,0 +1,316 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/etcdlead/etcdlead/campaign"
+	"github.com/etcdlead/etcdlead/supervisor"
+)
+
+// fleetClients is how many etcd clients the in-process candidates of a
+// fleet share, round-robin.
+const fleetClients = 8
+
+// fleetRun is one fleet configuration: n elections on one etcd, each with a
+// leader and one waiting candidate, idling through a window; with no
+// elections, etcd alone.
+type fleetRun struct {
+	Tool      string
+	Elections int
+	Window    time.Duration
+	EtcdCPU   time.Duration      // etcd's process_cpu_seconds_total over the window
+	SelfCPU   time.Duration      // this process's CPU over the window: the candidates' side
+	Counts    map[string]float64 // handoffCounts over the window
+}
+
+// perElectionPerSecond is a counter's rate per election.
+func (f *fleetRun) perElectionPerSecond(key string) float64 {
+	return f.Counts[key] / f.Window.Seconds() / float64(max(f.Elections, 1))
+}
+
+// etcdCPUPerMinute is etcd's CPU seconds per minute of the window.
+func (f *fleetRun) etcdCPUPerMinute() float64 {
+	return f.EtcdCPU.Seconds() / f.Window.Minutes()
+}
+
+// fleet measures, for each size, etcdlead's campaign package and etcdctl
+// lock's recipe, alternating which goes first.
+func (b *bench) fleet(ctx context.Context, sizes []int, window time.Duration) ([]*fleetRun, error) {
+	// etcd with no election at all, for what the elections add to it.
+	b.say("fleet: etcd idle, no election, %v window", window)
+	idle := &fleetRun{}
+	if err := b.measureFleet(ctx, idle, window); err != nil {
+		return nil, err
+	}
+	runs := []*fleetRun{idle}
+	for i, n := range sizes {
+		for _, t := range b.order(i) {
+			b.say("fleet: %s, %d elections (a leader and a waiter each, in-process), %v window", t.Name, n, window)
+			f := b.fleetCampaign
+			if t.Key == ctl {
+				f = b.fleetMutex
+			}
+			run, err := f(ctx, n, window)
+			if err != nil {
+				return nil, fmt.Errorf("fleet %s %d: %w", t.Name, n, err)
+			}
+			runs = append(runs, run)
+		}
+	}
+	return runs, nil
+}
+
+// measureFleet scrapes etcd around an idle window, after the candidates
+// settled.
+func (b *bench) measureFleet(ctx context.Context, run *fleetRun, window time.Duration) error {
+	if err := pause(ctx, 3*time.Second); err != nil {
+		return err
+	}
+	before, err := scrape(ctx, b.metricsURL)
+	if err != nil {
+		return err
+	}
+	self0 := selfCPU()
+	t0 := time.Now()
+	if err := pause(ctx, window); err != nil {
+		return err
+	}
+	after, err := scrape(ctx, b.metricsURL)
+	if err != nil {
+		return err
+	}
+	run.Window = time.Since(t0)
+	run.SelfCPU = selfCPU() - self0
+	d := delta{before, after}
+	run.EtcdCPU = time.Duration(d.sum("process_cpu_seconds_total") * float64(time.Second))
+	run.Counts = handoffCounts(d)
+	return nil
+}
+
+// selfCPU is this process's utime+stime.
+func selfCPU() time.Duration {
+	return time.Duration(readProc(os.Getpid()).ticks) * time.Second / clkTck
+}
+
+// fleetCampaign: n elections of etcdlead's campaign package, each a leader
+// holding its term (renewals every min(TTL/10, 1 s), its guard) and a
+// campaigner waiting behind it (renewals every TTL/3, its guard, a watch on
+// the leader's sentinel). In-process leaders run no keeper and no child:
+// what etcd sees of a leader is the same.
+func (b *bench) fleetCampaign(ctx context.Context, n int, window time.Duration) (*fleetRun, error) {
+	run := &fleetRun{Tool: lead, Elections: n}
+	clis, closeClients, err := b.clients(fleetClients)
+	if err != nil {
+		return nil, err
+	}
+	defer closeClients()
+	prefix := fmt.Sprintf("fleet/n%d-", n)
+	cctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	type won struct {
+		i int
+		t *campaign.Term
+	}
+	wins := make(chan won, n)
+	failed := make(chan error, 2*n)
+	start := func(i int, role string) error {
+		layout, err := campaign.NewLayout("fleet/", fmt.Sprintf("n%d-e%d", n, i))
+		if err != nil {
+			return err
+		}
+		c, err := campaign.New(campaign.Config{
+			Client: clis[i%len(clis)], Layout: layout, ID: fmt.Sprintf("%s%d", role, i),
+			TTL:   campaign.DefaultTTL,
+			Guard: campaign.DefaultKillTimeout + campaign.DefaultFenceMargin(campaign.DefaultTTL), RequestTimeout: 30 * time.Second,
+			Now: supervisor.Now,
+		})
+		if err != nil {
+			return err
+		}
+		wg.Go(func() {
+			t, err := c.Campaign(cctx)
+			switch {
+			case err == nil && role == "l":
+				wins <- won{i, t}
+			case err == nil:
+				t.Revoke()
+				failed <- fmt.Errorf("waiter %d won while its leader held", i)
+			case cctx.Err() == nil:
+				failed <- err
+			}
+		})
+		return nil
+	}
+	terms := make([]*campaign.Term, n)
+	stops := make([]func(), n)
+	// The waiters end first (each revokes its own lease), so that no
+	// leader's revoke wakes one.
+	defer func() {
+		cancel()
+		wg.Wait()
+		var rw sync.WaitGroup
+		for i, t := range terms {
+			if t != nil {
+				rw.Go(func() {
+					stops[i]()
+					t.Revoke()
+				})
+			}
+		}
+		rw.Wait()
+	}()
+	for i := range n {
+		if err := start(i, "l"); err != nil {
+			return nil, err
+		}
+	}
+	for range n {
+		select {
+		case w := <-wins:
+			terms[w.i] = w.t
+			stops[w.i] = hold(w.t)
+		case err := <-failed:
+			return nil, err
+		case <-time.After(60 * time.Second):
+			return nil, errors.New("fleet: leaders not all elected within 60s")
+		}
+	}
+	for i := range n {
+		if err := start(i, "w"); err != nil {
+			return nil, err
+		}
+	}
+	// A queue key and a sentinel per candidate.
+	if err := b.waitCount(ctx, prefix, int64(4*n), 60*time.Second); err != nil {
+		return nil, err
+	}
+	if err := b.measureFleet(ctx, run, window); err != nil {
+		return nil, err
+	}
+	select {
+	case err := <-failed:
+		return nil, err
+	default:
+	}
+	return run, nil
+}
+
+// fleetMutex: the same with etcdctl lock's recipe, one concurrency.Session
+// (TTL as etcdlead's default, kept alive every TTL/3 over the client's one
+// LeaseKeepAlive stream) and one concurrency.Mutex per candidate, in this
+// process.
+func (b *bench) fleetMutex(ctx context.Context, n int, window time.Duration) (*fleetRun, error) {
+	run := &fleetRun{Tool: ctl, Elections: n}
+	clis, closeClients, err := b.clients(fleetClients)
+	if err != nil {
+		return nil, err
+	}
+	defer closeClients()
+	prefix := fmt.Sprintf("fleetm/n%d-", n)
+	sessions := make([]*concurrency.Session, 2*n)
+	defer func() {
+		var cw sync.WaitGroup
+		for _, s := range sessions {
+			if s != nil {
+				cw.Go(func() { s.Close() })
+			}
+		}
+		cw.Wait()
+	}()
+	var mu sync.Mutex
+	var firstErr error
+	var sw sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	for i := range 2 * n {
+		sw.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			s, err := concurrency.NewSession(clis[i%len(clis)], concurrency.WithTTL(int(campaign.DefaultTTL/time.Second)))
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				firstErr = err
+				return
+			}
+			sessions[i] = s
+		})
+	}
+	sw.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	failed := make(chan error, 2*n)
+	locked := make(chan int, 2*n)
+	lock := func(i int) {
+		m := concurrency.NewMutex(sessions[i], prefix+"e"+strconv.Itoa(i%n))
+		wg.Go(func() {
+			if err := m.Lock(cctx); err == nil {
+				locked <- i
+			} else if cctx.Err() == nil {
+				failed <- err
+			}
+		})
+	}
+	for i := range n {
+		lock(i)
+	}
+	for range n {
+		select {
+		case i := <-locked:
+			if i >= n {
+				return nil, fmt.Errorf("waiter %d locked while its holder held", i-n)
+			}
+		case err := <-failed:
+			return nil, err
+		case <-time.After(60 * time.Second):
+			return nil, errors.New("fleet: locks not all held within 60s")
+		}
+	}
+	for i := n; i < 2*n; i++ {
+		lock(i)
+	}
+	if err := b.waitCount(ctx, prefix, int64(2*n), 60*time.Second); err != nil {
+		return nil, err
+	}
+	if err := b.measureFleet(ctx, run, window); err != nil {
+		return nil, err
+	}
+	select {
+	case err := <-failed:
+		return nil, err
+	case i := <-locked:
+		return nil, fmt.Errorf("waiter %d locked while its holder held", i-n)
+	default:
+	}
+	return run, nil
+}
+
+// parseSizes reads a comma-separated list of positive counts.
+func parseSizes(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		v, err := strconv.Atoi(f)
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("not a positive count: %q", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}

@@ -1,0 +1,277 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/etcdlead/etcdlead/campaign"
+)
+
+// stepTableMD writes one path's rows: each step's median and p90, counted
+// from the row named in it, and the median time since the first row.
+func stepTableMD(w func(string, ...any), tab *stepTable) {
+	w("**%s**, %d handoffs:\n\n", tab.Title, len(tab.times))
+	w("| # | step | stamped in | step: median | step: p90 | since row 0: median | seen in |\n|---|---|---|---|---|---|---|\n")
+	for i, row := range tab.rows {
+		step, at := tab.stat(i)
+		name := row.Name
+		if row.OffPath {
+			name = "*" + name + " (off the path)*"
+		}
+		if row.Unsplit != "" {
+			name += "; not split: " + row.Unsplit
+		}
+		if i == 0 {
+			w("| 0 | %s | %s | | | | %d of %d |\n", name, row.Who, len(at), len(tab.times))
+			continue
+		}
+		from := row.From
+		if from == nil {
+			from = []int{tab.prev(i)}
+		}
+		var fs []string
+		for _, f := range from {
+			fs = append(fs, fmt.Sprint(f))
+		}
+		ref := ""
+		if len(from) > 1 || from[0] != i-1 {
+			ref = " (from " + strings.Join(fs, ", ") + ")"
+		}
+		if len(at) == 0 {
+			w("| %d | %s | %s | not seen | | | 0 of %d |\n", i, name, row.Who, len(tab.times))
+			continue
+		}
+		w("| %d | %s | %s | %s%s | %s | %s | %d of %d |\n", i, name, row.Who, ms(step.median()), ref, ms(step.quantile(0.9)), ms(at.median()), len(at), len(tab.times))
+	}
+	w("\n")
+}
+
+func (r *report) sectionSteps(w func(string, ...any)) {
+	s := r.steps
+	if s == nil || (s.tables[lead] == nil && s.tables[ctl] == nil) {
+		return
+	}
+	w("## %d. Graceful handoff, step by step\n\n", r.section("steps"))
+	gapFigure := "the graceful handoff figure"
+	if n := r.sec["handoff"]; n > 0 {
+		gapFigure = fmt.Sprintf("section %d", n)
+	}
+	w("A separate pass, so that no stamp's cost enters the gap of %s: %d candidates per election, lease TTL 10 s, each handoff as there (the leader's child exits on request). ", gapFigure, s.queue)
+	w("**etcdlead** stamps its own steps when `ETCDLEAD_TRACE` names a file (`internal/trace`, a development aid that is off otherwise): each mark is a CLOCK_MONOTONIC reading, the clock the bench's child stamps, written by the supervisor or the keeper at the step. ")
+	w("**etcdctl lock** cannot be asked, so what it does is read off the wire: each candidate talks to etcd through a proxy of its own that stamps every HTTP/2 frame as it passes (`scripts/benchmain/proxy.go`), with the same clock; a request is a new stream's HEADERS frame from etcdctl, its answer etcd's first frame on that stream, a watch event a DATA frame on the stream of the watch. ")
+	w("`strace -f -ttt` would split etcdctl's process steps too, but stops the process at every traced system call and stamps the wall clock; the proxy leaves the process alone and adds one loopback hop each way to each of its requests. ")
+	w("A step is counted from the row just above unless it names its own (*from 5, 6*: the later of those rows); rows off the path are answers nobody waits for before the next child starts. Medians of steps do not add up to the median gap.\n\n")
+	for _, key := range []string{lead, ctl} {
+		tab := s.tables[key]
+		if tab == nil {
+			continue
+		}
+		if key == lead && !s.marks {
+			w("**etcdlead**: no marks were written: this etcdlead binary has no trace hooks (a prebuilt one from before `internal/trace`).\n\n")
+			continue
+		}
+		stepTableMD(w, tab)
+	}
+	if h := r.handoff; h != nil {
+		w("The gap in this pass, for the cost of looking: etcdlead %s with its marks (the headline run: %s), etcdctl lock %s through its proxies (headline: %s).\n\n",
+			msOr(s.tables[lead]), ms(h.gap[lead].median()), msOr(s.tables[ctl]), ms(h.gap[ctl].median()))
+	}
+	w("**What could not be split for etcdctl lock**, seen only from outside: ")
+	w("(1) from its child's last instruction to its unlock on the wire: the child's end, etcdctl's `wait4` returning and `Mutex.Unlock` sending its DeleteRange are one step; ")
+	w("(2) etcd's commit of the delete and its watch event to the next candidate are one step (for etcdlead too: the revoke's commit and the event, between rows); ")
+	w("(3) from the last read's answer to the new child's first instruction: `Mutex.Lock` returning, fork and exec of the child and the child's runtime start are one step. ")
+	w("For etcdlead the last step likewise holds the child's runtime start after its exec.\n\n")
+}
+
+// msOr is the median gap of a step table's pass, or n/a.
+func msOr(tab *stepTable) string {
+	if tab == nil || len(tab.gaps) == 0 {
+		return "n/a"
+	}
+	return ms(tab.gaps.median())
+}
+
+func (r *report) sectionDeleted(w func(string, ...any)) {
+	d := r.deleted
+	if d == nil {
+		return
+	}
+	w("## %d. The leader's key deleted\n\n", r.section("deleted"))
+	w("The bench deletes the leader's queue key as a hand would (`etcdctl del` of the oldest key under the election's prefix), one candidate waiting, lease TTL 10 s, alternating; the time runs from the delete request to the next child's first instruction. ")
+	w("etcdlead's leader watches its own keys: its guard ends the term, the child is stopped at once, and the lease is revoked once the child is gone, which wakes the waiter. ")
+	w("etcdctl lock does not watch its own key: its waiter takes the lock on the delete's watch event while the old child runs on (the bench then ends it).\n\n")
+	w("The old child's end is when the bench saw its socket close (the child dies of the keeper's SIGTERM and stamps nothing).\n\n")
+	w("| | handoffs | delete → next child: median | p90 | max | delete → old child gone: median | old child gone → next child: median | old child gone first |\n|---|---|---|---|---|---|---|---|\n")
+	for _, t := range r.tools {
+		g := d.gap[t.Key]
+		gone, goneTo := "n/a", "n/a"
+		if x := d.gone[t.Key]; len(x) > 0 {
+			gone, goneTo = ms(x.median()), ms(d.goneTo[t.Key].median())
+		}
+		w("| %s | %d | %s | %s | %s | %s | %s | %d of %d |\n", t.Name, len(g), ms(g.median()), ms(g.quantile(0.9)), ms(g.max()), gone, goneTo, len(g)-d.overlap[t.Key], len(g))
+	}
+	w("\n")
+	if s := r.steps; s != nil && (s.tables[lead+" deleted"] != nil || s.tables[ctl+" deleted"] != nil) {
+		w("Step by step, in the traced pass (as for the graceful handoff; etcdctl lock's next candidate seen through its proxy):\n\n")
+		for _, key := range []string{lead + " deleted", ctl + " deleted"} {
+			if tab := s.tables[key]; tab != nil && (key != lead+" deleted" || s.marks) {
+				stepTableMD(w, tab)
+			}
+		}
+		if tab := s.tables[lead+" deleted"]; tab != nil && s.marks {
+			for i, row := range tab.rows {
+				if row.event != "campaign.lease-gone" {
+					continue
+				}
+				if _, at := tab.stat(i); len(at) > 0 {
+					w("In %d of %d of these handoffs the next candidate found the old lease still alive after the keys it watched had gone, and polled it (every 250 ms, `campaign/barrier.go`) until etcd said it was gone.\n\n", len(at), len(tab.times))
+				} else {
+					w("In none of these handoffs did the next candidate poll a lease: it woke on the revoke, which deletes the keys and ends the lease at once.\n\n")
+				}
+			}
+		}
+	}
+}
+
+func (r *report) sectionFleet(w func(string, ...any)) {
+	if len(r.fleet) == 0 {
+		return
+	}
+	ttl := campaign.DefaultTTL
+	w("## %d. Many elections on one etcd\n\n", r.section("fleet"))
+	w("N elections at once on the one etcd, each with a leader and one waiting candidate, all idle, at the default TTL (%s); ", ttl)
+	w("etcd's CPU from its own `process_cpu_seconds_total`, requests counted from its gRPC metrics as for the cost per handoff, over a window of %s after 3 s to settle. ", r.fleet[0].Window.Round(time.Second))
+	w("Every candidate runs in the bench's process, sharing %d etcd clients, for both tools: etcdlead's `campaign` package (a leader holds its term as the supervisor does, renewing and guarding its keys, but runs **no keeper and no child**), and etcdctl lock's recipe, one `concurrency.Session` (TTL %d s) and `concurrency.Mutex` per candidate. ", fleetClients, int(ttl/time.Second))
+	w("A thousand etcdlead processes with their keepers would not fit this machine; what etcd sees of a candidate is the same. The candidates' own CPU is this one process's, on the same cores as etcd.\n\n")
+	var idle *fleetRun
+	for _, f := range r.fleet {
+		if f.Elections == 0 {
+			idle = f
+		}
+	}
+	if idle != nil {
+		w("etcd alone, with no election, used %.2f CPU seconds per minute over the same window; the column *above idle* takes that off, per election.\n\n", idle.etcdCPUPerMinute())
+	}
+	w("| elections | tool | etcd CPU s per minute | above idle, per election: ms per minute | requests/s per election | of which renewals (LeaseKeepAlive) | LeaseKeepAlive streams opened/s per election | Txn/s per election | etcd CPU per request above idle | candidates' CPU s per minute (one process) |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, f := range r.fleet {
+		if f.Elections == 0 {
+			continue
+		}
+		name := map[string]string{lead: "etcdlead (campaign)", ctl: "etcdctl lock's recipe"}[f.Tool]
+		perReq := "n/a"
+		if f.Counts["requests"] > 0 {
+			perReq = fmt.Sprintf("%.0f µs", f.aboveIdle(idle)/f.Counts["requests"]*f.Window.Minutes()*1e6)
+		}
+		w("| %d | %s | %.2f | %.1f | %.2f | %.2f | %.2f | %.2f | %s | %.2f |\n", f.Elections, name, f.etcdCPUPerMinute(), f.aboveIdle(idle)/float64(f.Elections)*1e3,
+			f.perElectionPerSecond("requests"), f.perElectionPerSecond("req LeaseKeepAlive"), f.perElectionPerSecond("streams LeaseKeepAlive"),
+			f.perElectionPerSecond("req Txn"), perReq, f.SelfCPU.Seconds()/f.Window.Minutes())
+	}
+	w("\n")
+	// Side by side per size.
+	bySize := map[int][2]*fleetRun{}
+	var sizes []int
+	for _, f := range r.fleet {
+		if f.Elections == 0 {
+			continue
+		}
+		x, seen := bySize[f.Elections]
+		if !seen {
+			sizes = append(sizes, f.Elections)
+		}
+		if f.Tool == lead {
+			x[0] = f
+		} else {
+			x[1] = f
+		}
+		bySize[f.Elections] = x
+	}
+	w("| elections | etcd CPU: etcdlead / etcdctl lock | above idle: etcdlead / etcdctl lock | requests: etcdlead / etcdctl lock |\n|---|---|---|---|\n")
+	for _, n := range sizes {
+		x := bySize[n]
+		if x[0] == nil || x[1] == nil {
+			continue
+		}
+		w("| %d | %s | %s | %s |\n", n, ratioF(x[0].etcdCPUPerMinute(), x[1].etcdCPUPerMinute()), ratioF(x[0].aboveIdle(idle), x[1].aboveIdle(idle)),
+			ratioF(x[0].perElectionPerSecond("requests"), x[1].perElectionPerSecond("requests")))
+	}
+	w("\n")
+	r.fleetCadence(w, bySize, sizes, idle)
+}
+
+// aboveIdle is etcd's CPU seconds per minute less idle's, never below zero.
+func (f *fleetRun) aboveIdle(idle *fleetRun) float64 {
+	if idle == nil {
+		return f.etcdCPUPerMinute()
+	}
+	return max(0, f.etcdCPUPerMinute()-idle.etcdCPUPerMinute())
+}
+
+// fleetCadence explains the renewal cadence's share from the largest fleet
+// that both tools ran.
+func (r *report) fleetCadence(w func(string, ...any), bySize map[int][2]*fleetRun, sizes []int, idle *fleetRun) {
+	var a, c *fleetRun
+	for _, n := range sizes {
+		if x := bySize[n]; x[0] != nil && x[1] != nil {
+			a, c = x[0], x[1]
+		}
+	}
+	if a == nil {
+		return
+	}
+	ttl := campaign.DefaultTTL
+	lr := 1 / campaign.RenewInterval(ttl).Seconds() // leader renewals per second
+	wr := 3 / ttl.Seconds()                         // a waiter's, and each of etcdctl lock's
+	nomLead, nomCtl := lr+wr, 2*wr
+	renA, renC := a.perElectionPerSecond("req LeaseKeepAlive"), c.perElectionPerSecond("req LeaseKeepAlive")
+	reqA, reqC := a.perElectionPerSecond("requests"), c.perElectionPerSecond("requests")
+	w("**The renewal cadence's share.** At TTL %s an etcdlead leader renews every min(TTL/10, 1 s) = %s and its waiter every TTL/3 = %s: %.2f renewals per second per election by the cadence; etcdctl lock's session renews every TTL/3 for both: %.2f. ",
+		ttl, campaign.RenewInterval(ttl), ttl/3, nomLead, nomCtl)
+	w("Measured at %d elections: %.2f and %.2f renewals, out of %.2f and %.2f requests per second per election. ", a.Elections, renA, renC, reqA, reqC)
+	if reqA > 0 {
+		w("Renewals are %.0f%% of etcdlead's requests; the rest are each candidate's guard re-reading its keys every TTL/3 (Txn, %.2f/s) and watch traffic. ",
+			100*renA/reqA, a.perElectionPerSecond("req Txn"))
+		w("Renewing its leader every TTL/3 instead would take %.2f requests per second per election off etcdlead's (%.0f%% of them)", lr-wr, 100*(lr-wr)/reqA)
+	}
+	perReq := func(f *fleetRun) float64 { return f.aboveIdle(idle) * f.Window.Minutes() / f.Counts["requests"] }
+	if reqA > 0 && reqC > 0 {
+		w("; at etcdctl lock's %.0f µs of etcd CPU per request above idle (its requests are nearly all renewals), about %.2f of the %.2f CPU seconds per minute that etcdlead's fleet adds to etcd. ",
+			perReq(c)*1e6, (lr-wr)*float64(a.Elections)*60*perReq(c), a.aboveIdle(idle))
+		w("Per request, though, etcd spent %.0f µs on etcdlead's fleet against %.0f µs on etcdctl lock's", perReq(a)*1e6, perReq(c)*1e6)
+		if st := a.perElectionPerSecond("streams LeaseKeepAlive"); renA > 0 && st > 0.5*renA {
+			w(": each etcdlead renewal opens a LeaseKeepAlive stream of its own and ends it (%.2f streams opened per second per election), where a client's sessions keep one stream open for all their renewals", st)
+		}
+	}
+	w(". The cadence is what the fence needs: the deadline counts from the last renewal's send time, so renewals set how long an etcd outage a leader survives (`docs/design.md`, step 8).\n\n")
+}
+
+// renewEvery is how often a process of the footprint figure renews: 0 for
+// one that does not.
+func renewEvery(tool, role string, ttl int) time.Duration {
+	t := time.Duration(ttl) * time.Second
+	switch {
+	case tool == "etcdlead" && (role == "leader" || role == "keeper"):
+		return campaign.RenewInterval(t)
+	case role == "leader" || role == "follower":
+		return t / 3
+	}
+	return 0
+}
+
+// cpuPerRenewal writes the footprint's idle CPU divided by the renewals in
+// the window.
+func (r *report) cpuPerRenewal(w func(string, ...any)) {
+	f := r.idle
+	w("**CPU per renewal**: each process's idle CPU over the window (schedstat) divided by the renewals its cadence puts in the window. ")
+	w("All of its idle CPU counts, the Go runtime's own background work included; an etcdlead keeper counts per its supervisor's renewal, each of which sends it the new deadline; an etcdlead follower also re-reads its keys every TTL/3.\n\n")
+	w("| tool | process | TTL | renews every | renewals in window | CPU per renewal |\n|---|---|---|---|---|---|\n")
+	for _, x := range f.rows {
+		every := renewEvery(x.Tool, x.Role, x.TTL)
+		if every == 0 {
+			continue
+		}
+		n := f.window.Seconds() / every.Seconds()
+		w("| %s | %s | %d s | %s | %.0f | %.0f µs |\n", x.Tool, x.Role, x.TTL, every.Round(time.Millisecond), n, x.Sched.Seconds()/n*1e6)
+	}
+	w("\n")
+}
