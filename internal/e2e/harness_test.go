@@ -359,6 +359,25 @@ func (c *candidate) signal(t *testing.T, sig syscall.Signal) {
 	if err := c.cmd.Process.Signal(sig); err != nil {
 		t.Fatalf("signal %s: %v", c.name, err)
 	}
+	if sig == syscall.SIGSTOP {
+		// A test freezes a supervisor to act on it frozen: the stop must
+		// have reached every thread, or the supervisor may still see what
+		// the test does next.
+		c.waitStopped(t)
+	}
+}
+
+// waitStopped waits until every thread of the candidate is stopped. There
+// is no event for a group stop to wait on but /proc itself.
+func (c *candidate) waitStopped(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(safety)
+	for !proctest.Stopped(c.cmd.Process.Pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not stopped %v after SIGSTOP", c.name, safety)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // stop sends SIGTERM unless the candidate has ended and been reaped

@@ -46,6 +46,28 @@ func Running(pid int) bool {
 	return err == nil && state != 'Z'
 }
 
+// Stopped is a process all of whose threads are stopped by a signal
+// (state T). kill(2) returns before a group stop has reached every thread,
+// so a test that freezes a process waits for this before it acts on the
+// freeze.
+func Stopped(pid int) bool {
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + task.Name() + "/stat")
+		if err != nil {
+			return false
+		}
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
+}
+
 // Gone is a process that has been reaped: no process, no zombie.
 func Gone(pid int) bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) }
 
