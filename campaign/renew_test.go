@@ -3,10 +3,6 @@ package campaign_test
 import (
 	"context"
 	"errors"
-	"io"
-	"net/http"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,37 +15,9 @@ import (
 	"github.com/etcdlead/etcdlead/supervisor"
 )
 
-// served sums etcd's counter metric (grpc_server_started_total: streams
-// opened; grpc_server_handled_total: calls answered) over the lines of the
-// gRPC method.
-func served(t *testing.T, m *etcdtest.Member, metric, method string) int {
-	t.Helper()
-	resp, err := http.Get(m.MetricsURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, l := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(l, metric+"{") && strings.Contains(l, `grpc_method="`+method+`"`) {
-			f := strings.Fields(l)
-			v, err := strconv.ParseFloat(f[len(f)-1], 64)
-			if err != nil {
-				t.Fatalf("metrics line %q: %v", l, err)
-			}
-			n += int(v)
-		}
-	}
-	return n
-}
-
 func keepAliveStreams(t *testing.T, m *etcdtest.Member) int {
 	t.Helper()
-	return served(t, m, "grpc_server_started_total", "LeaseKeepAlive")
+	return m.GRPCCount(t, "grpc_server_started_total", "LeaseKeepAlive")
 }
 
 // tally counts renewal attempts as the observer hears them.
@@ -305,7 +273,7 @@ func TestRenewalsWithAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logins, streams := served(t, m, "grpc_server_handled_total", "Authenticate"), keepAliveStreams(t, m)
+	logins, streams := m.GRPCCount(t, "grpc_server_handled_total", "Authenticate"), keepAliveStreams(t, m)
 	a, err := c.Campaign(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -313,7 +281,7 @@ func TestRenewalsWithAuth(t *testing.T) {
 	t.Cleanup(a.Revoke)
 	held := hold(a)
 	atLeast(t, &n.ok, 10, held, "renewals")
-	if got := served(t, m, "grpc_server_handled_total", "Authenticate") - logins; got != 1 {
+	if got := m.GRPCCount(t, "grpc_server_handled_total", "Authenticate") - logins; got != 1 {
 		t.Errorf("%d logins for a campaign and %d renewals, want 1", got, n.ok.Load())
 	}
 	if got := keepAliveStreams(t, m) - streams; got != 1 {

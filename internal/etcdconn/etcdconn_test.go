@@ -3,9 +3,6 @@ package etcdconn
 import (
 	"context"
 	"errors"
-	"io"
-	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -74,27 +71,7 @@ func newClient(t *testing.T, cfg Config) *clientv3.Client {
 // authenticates is how many logins etcd has answered.
 func authenticates(t *testing.T, m *etcdtest.Member) int {
 	t.Helper()
-	resp, err := http.Get(m.MetricsURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, l := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(l, "grpc_server_handled_total{") && strings.Contains(l, `grpc_method="Authenticate"`) {
-			f := strings.Fields(l)
-			v, err := strconv.ParseFloat(f[len(f)-1], 64)
-			if err != nil {
-				t.Fatalf("metrics line %q: %v", l, err)
-			}
-			n += int(v)
-		}
-	}
-	return n
+	return m.GRPCCount(t, "grpc_server_handled_total", "Authenticate")
 }
 
 func TestAuth(t *testing.T) {

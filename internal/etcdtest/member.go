@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -169,4 +173,32 @@ func (m *Member) waitServing(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// GRPCCount sums one of etcd's gRPC counters for a method over its label
+// sets, from the member's /metrics: grpc_server_started_total counts
+// streams opened and calls begun, grpc_server_handled_total calls answered.
+func (m *Member) GRPCCount(tb testing.TB, metric, method string) int {
+	tb.Helper()
+	resp, err := http.Get(m.MetricsURL())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	n := 0
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, metric+"{") && strings.Contains(l, `grpc_method="`+method+`"`) {
+			f := strings.Fields(l)
+			v, err := strconv.ParseFloat(f[len(f)-1], 64)
+			if err != nil {
+				tb.Fatalf("metrics line %q: %v", l, err)
+			}
+			n += int(v)
+		}
+	}
+	return n
 }
