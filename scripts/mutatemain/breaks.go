@@ -7,15 +7,15 @@ var breaks = []breakage{
 	{
 		name: "stop on lost leadership", file: "internal/runner/lead.go",
 		why: "the supervisor no longer stops its child when its term is lost; only the fence would",
-		old: "\t\t\t\tchild.Stop(r.cfg.KillSignal)\n\t\t\t\tst.lost = err",
-		new: "\t\t\t\tst.lost = err",
+		old: "\t\t\t\tchild.Stop(r.cfg.KillSignal)\n\t\t\t\ttrace.Mark(\"runner.stop-sent\")\n\t\t\t\tst.lost = err",
+		new: "\t\t\t\ttrace.Mark(\"runner.stop-sent\")\n\t\t\t\tst.lost = err",
 		pkg: "./internal/e2e", tests: "^(TestRevokedLeaseStopsOldChildPromptly|TestDeletedKeyStopsOldChildFirst|TestOnceExits76WhenLeadershipLost|TestStatusAndResign|TestResignWithNewcomerArriving)$",
 	},
 	{
 		name: "revoke before the child is gone", file: "internal/runner/lead.go",
 		why: "the lease is revoked as soon as leadership is lost, before the child's processes are gone",
-		old: "\t\t\t\tchild.Stop(r.cfg.KillSignal)\n\t\t\t\tst.lost = err",
-		new: "\t\t\t\tterm.Revoke()\n\t\t\t\tchild.Stop(r.cfg.KillSignal)\n\t\t\t\tst.lost = err",
+		old: "\t\t\t\tchild.Stop(r.cfg.KillSignal)\n\t\t\t\ttrace.Mark(\"runner.stop-sent\")\n\t\t\t\tst.lost = err",
+		new: "\t\t\t\tterm.Revoke()\n\t\t\t\tchild.Stop(r.cfg.KillSignal)\n\t\t\t\ttrace.Mark(\"runner.stop-sent\")\n\t\t\t\tst.lost = err",
 		pkg: "./internal/e2e", tests: "^(TestDeletedKeyStopsOldChildFirst|TestNewcomerAfterKeyDeleteWaitsForOldLease)$",
 	},
 	{
