@@ -109,6 +109,12 @@ func RunKeeper(args []string) int {
 		fmt.Fprintln(os.Stderr, "etcdlead keeper:", err)
 		return ExitFailure
 	}
+	// The keeper's work is serial: a pipe message, a timer, a reap. With
+	// one P the runtime has no idle processor to wake and spin for each of
+	// them, which is most of what an idle keeper spends. Set here rather
+	// than through GOMAXPROCS in the environment, which the child would
+	// inherit.
+	runtime.GOMAXPROCS(1)
 	// Caught rather than ignored, so the child starts with default
 	// dispositions; the keeper obeys the pipe, not stray signals. Caught
 	// before the first log line too: SIGPIPE from a closed stderr must not
