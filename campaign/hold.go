@@ -66,7 +66,9 @@ func (t *Term) renewLoop(ctx context.Context, onRenew func(time.Duration)) error
 				t.c.log.Info("renewal recovered")
 				failing = false
 			}
-			t.c.log.Trace("renewed", "lease", leaseHex(t.Lease), "deadline_in", t.Deadline()-t.c.cfg.Now())
+			if t.c.log.IsTrace() { // its arguments cost allocations at every renewal
+				t.c.log.Trace("renewed", "lease", leaseHex(t.Lease), "deadline_in", t.Deadline()-t.c.cfg.Now())
+			}
 		case ctx.Err() == nil && !failing:
 			t.c.log.Warn("renewal failed", "error", err)
 			failing = true

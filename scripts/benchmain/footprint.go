@@ -102,8 +102,13 @@ type footprintResult struct {
 	rows   []footprintRow
 }
 
-// footprint starts, for each tool and each TTL, a leader and one follower,
-// lets them settle, and then watches them idle for window.
+// sameCadenceTTL is the TTL at which etcdctl lock renews every second
+// (TTL/3), as etcdlead does at its default TTL.
+const sameCadenceTTL = 3
+
+// footprint starts, for each tool and each TTL, a leader and one follower
+// (and etcdctl lock at sameCadenceTTL), lets them settle, and then watches
+// them idle for window.
 func (b *bench) footprint(ctx context.Context, window time.Duration, ttls []int) (*footprintResult, error) {
 	type watched struct {
 		row footprintRow
@@ -117,33 +122,45 @@ func (b *bench) footprint(ctx context.Context, window time.Duration, ttls []int)
 			p.close()
 		}
 	}()
+	type pooled struct {
+		t   *tool
+		ttl int
+	}
+	var todo []pooled
 	for _, ttl := range ttls {
 		for _, t := range b.tools {
-			p, err := b.newPool(ctx, t, fmt.Sprintf("idle%d", ttl), ttl, 2)
-			if err != nil {
-				return nil, err
+			todo = append(todo, pooled{t, ttl})
+		}
+	}
+	// etcdctl lock at TTL 3 s renews every second, as etcdlead does at
+	// the default TTL: the like-for-like cadence.
+	todo = append(todo, pooled{b.tools[1], sameCadenceTTL})
+	for _, pt := range todo {
+		t, ttl := pt.t, pt.ttl
+		p, err := b.newPool(ctx, t, fmt.Sprintf("idle%d", ttl), ttl, 2)
+		if err != nil {
+			return nil, err
+		}
+		pools = append(pools, p)
+		var leader, follower *cand
+		for id, c := range p.cands {
+			if id == p.leader.ID {
+				leader = c
+			} else {
+				follower = c
 			}
-			pools = append(pools, p)
-			var leader, follower *cand
-			for id, c := range p.cands {
-				if id == p.leader.ID {
-					leader = c
-				} else {
-					follower = c
-				}
+		}
+		ws = append(ws, &watched{row: footprintRow{Tool: t.Name, Role: "leader", TTL: ttl}, pid: leader.Pid()})
+		if t.Key == "etcdlead" {
+			keeper := p.leader.PPID
+			if readProc(keeper).ppid != leader.Pid() {
+				return nil, fmt.Errorf("etcdlead: the child's parent %d is not a keeper of supervisor %d", keeper, leader.Pid())
 			}
-			ws = append(ws, &watched{row: footprintRow{Tool: t.Name, Role: "leader", TTL: ttl}, pid: leader.Pid()})
-			if t.Key == "etcdlead" {
-				keeper := p.leader.PPID
-				if readProc(keeper).ppid != leader.Pid() {
-					return nil, fmt.Errorf("etcdlead: the child's parent %d is not a keeper of supervisor %d", keeper, leader.Pid())
-				}
-				ws = append(ws, &watched{row: footprintRow{Tool: t.Name, Role: "keeper", TTL: ttl}, pid: keeper})
-			}
-			ws = append(ws, &watched{row: footprintRow{Tool: t.Name, Role: "follower", TTL: ttl}, pid: follower.Pid()})
-			for pid := range childrenOf(map[int]bool{follower.Pid(): true}) {
-				ws = append(ws, &watched{row: footprintRow{Tool: t.Name, Role: "follower's standby keeper", TTL: ttl}, pid: pid})
-			}
+			ws = append(ws, &watched{row: footprintRow{Tool: t.Name, Role: "keeper", TTL: ttl}, pid: keeper})
+		}
+		ws = append(ws, &watched{row: footprintRow{Tool: t.Name, Role: "follower", TTL: ttl}, pid: follower.Pid()})
+		for pid := range childrenOf(map[int]bool{follower.Pid(): true}) {
+			ws = append(ws, &watched{row: footprintRow{Tool: t.Name, Role: "follower's standby keeper", TTL: ttl}, pid: pid})
 		}
 	}
 	// Start-up work (the first GC cycles, connection set-up) is not idling.

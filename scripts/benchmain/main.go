@@ -106,12 +106,12 @@ func main() {
 	if cfg.quick {
 		cfg.ttfcRuns, cfg.handoffRuns, cfg.failoverRuns, cfg.costHandoffs = 6, 10, 3, 3
 		cfg.procWaiters, cfg.inprocWaiters = []int{5, 50}, []int{5, 50, 500}
-		cfg.idleWindow, cfg.idleTTLs = 10*time.Second, []int{10, 2}
+		cfg.idleWindow, cfg.idleTTLs = 10*time.Second, []int{15, 2}
 		cfg.stepRuns, cfg.deleteRuns, cfg.fleetWindow = 6, 3, 5*time.Second
 	} else {
 		cfg.ttfcRuns, cfg.handoffRuns, cfg.failoverRuns, cfg.costHandoffs = 25, 60, 12, 6
 		cfg.procWaiters, cfg.inprocWaiters = []int{5, 50}, []int{5, 50, 500}
-		cfg.idleWindow, cfg.idleTTLs = 60*time.Second, []int{10, 2}
+		cfg.idleWindow, cfg.idleTTLs = 60*time.Second, []int{15, 2}
 		cfg.stepRuns, cfg.deleteRuns, cfg.fleetWindow = 30, 12, 30*time.Second
 	}
 	if *fleetWindow > 0 {

@@ -112,6 +112,12 @@ func (r *report) sectionDeleted(w func(string, ...any)) {
 		w("| %s | %d | %s | %s | %s | %s | %s | %d of %d |\n", t.Name, len(g), ms(g.median()), ms(g.quantile(0.9)), ms(g.max()), gone, goneTo, len(g)-d.overlap[t.Key], len(g))
 	}
 	w("\n")
+	if h := r.handoff; h != nil && len(h.gap[lead]) > 0 && len(d.gap[lead]) > 0 {
+		g, x := h.gap[lead].median(), d.gap[lead].median()
+		q := float64(x) / float64(g)
+		r.addTarget("gap after the leader's key is deleted ≤ 1.2× the graceful gap (aim: the same)", fmt.Sprintf("%s vs %s: %.2f×, the old child gone first in %d of %d", ms(x), ms(g), q, len(d.gap[lead])-d.overlap[lead], len(d.gap[lead])),
+			q <= 1.2 && d.overlap[lead] == 0, fmt.Sprintf("%.2f× against 1.2×; old child not gone first in %d", q, d.overlap[lead]))
+	}
 	if s := r.steps; s != nil && (s.tables[lead+" deleted"] != nil || s.tables[ctl+" deleted"] != nil) {
 		w("Step by step, in the traced pass (as for the graceful handoff; etcdctl lock's next candidate seen through its proxy):\n\n")
 		for _, key := range []string{lead + " deleted", ctl + " deleted"} {
@@ -263,7 +269,7 @@ func renewEvery(tool, role string, ttl int) time.Duration {
 func (r *report) cpuPerRenewal(w func(string, ...any)) {
 	f := r.idle
 	w("**CPU per renewal**: each process's idle CPU over the window (schedstat) divided by the renewals its cadence puts in the window. ")
-	w("All of its idle CPU counts, the Go runtime's own background work included; an etcdlead keeper counts per its supervisor's renewal, each of which sends it the new deadline; an etcdlead follower also re-reads its keys every TTL/3.\n\n")
+	w("All of its idle CPU counts, the Go runtime's own background work included; an etcdlead keeper counts per its supervisor's renewal, though only some renewals wake it with a new deadline (docs/design.md, step 8); an etcdlead follower also re-reads its keys every TTL/3.\n\n")
 	w("| tool | process | TTL | renews every | renewals in window | CPU per renewal |\n|---|---|---|---|---|---|\n")
 	for _, x := range f.rows {
 		every := renewEvery(x.Tool, x.Role, x.TTL)
