@@ -45,6 +45,13 @@ const (
 	keepAliveTimeout = 3 * time.Second
 )
 
+// windowSize is the HTTP/2 flow-control window of each stream and of the
+// connection. Setting it turns off gRPC's bandwidth estimation, which pings
+// etcd whenever an answer arrives: at every renewal the ping's answer woke
+// an idle supervisor a second time, for a window that etcdlead's small
+// messages never fill.
+const windowSize = 1 << 20
+
 // New returns a client that has not talked to etcd yet: it fails only
 // on bad configuration, never because etcd is unreachable, so the campaign
 // loop decides what an outage means. Refusals that a retry cannot mend (a
@@ -87,6 +94,7 @@ func New(cc Config) (*clientv3.Client, error) {
 	}
 	unary = append(unary, explainRefusals(cc.User))
 	cfg.DialOptions = append(cfg.DialOptions,
+		grpc.WithInitialWindowSize(windowSize), grpc.WithInitialConnWindowSize(windowSize),
 		grpc.WithChainUnaryInterceptor(unary...), grpc.WithChainStreamInterceptor(stream...))
 	cli, err := clientv3.New(cfg)
 	if err != nil {
