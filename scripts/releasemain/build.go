@@ -49,7 +49,13 @@ func (r *release) binaries(stage, arch string) (*bins, error) {
 // debug tables; -buildvcs=auto records the commit where the go command
 // can see it, whatever GOFLAGS says.
 func (r *release) goBuild(arch, out, pkg string, x []string) error {
-	ldflags := append([]string{"-s", "-w", "-buildid="}, x...)
+	ldflags := []string{"-s", "-w", "-buildid="}
+	for _, a := range x {
+		if strings.Contains(a, " ") { // the go command splits -ldflags on spaces outside quotes
+			a = "'" + a + "'"
+		}
+		ldflags = append(ldflags, a)
+	}
 	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=auto",
 		"-ldflags", strings.Join(ldflags, " "), "-o", out, pkg)
 	cmd.Dir = r.root

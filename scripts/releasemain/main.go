@@ -36,7 +36,7 @@ type release struct {
 	root    string    // the etcdlead checkout
 	out     string    // dist/
 	version string    // v1.2.3, as stamped into the binaries
-	commit  string    // HEAD, or "" outside git
+	commit  string    // HEAD, marked when the tree has changes; "" outside git
 	mtime   time.Time // every file's time
 	arches  []string
 }
@@ -99,6 +99,10 @@ func (r *release) source() error {
 	}
 	if c, err := r.git("rev-parse", "HEAD"); err == nil {
 		r.commit = c
+		// Marked as the go command marks a build from a changed tree.
+		if st, err := r.git("status", "--porcelain", "--untracked-files=no"); err != nil || st != "" {
+			r.commit += " (modified)"
+		}
 	}
 	epoch := os.Getenv("SOURCE_DATE_EPOCH")
 	if epoch == "" {

@@ -92,8 +92,18 @@ func TestRelease(t *testing.T) {
 	etcdlead := filepath.Join(root, "usr/bin/etcdlead")
 	version := output(t, etcdlead, "--version")
 	t.Logf("etcdlead --version:\n%s", version)
-	if !strings.HasPrefix(version, "etcdlead version "+testVersion+"\n") || !strings.Contains(version, "\ngo1.") {
+	if !strings.HasPrefix(version, "etcdlead version "+testVersion+"\ncommit ") || !strings.Contains(version, "\ngo1.") {
 		t.Errorf("--version of the packaged etcdlead:\n%s", version)
+	}
+	if fish, err := exec.Command(etcdlead, "completion", "fish").Output(); err == nil && len(fish) > 0 {
+		if modes["/usr/share/fish/vendor_completions.d/etcdlead.fish"] != "-rw-r--r--" {
+			t.Errorf("etcdlead makes a fish completion, but the package does not install it")
+		}
+	} else {
+		t.Logf("etcdlead completion fish: %v: the package has bash and zsh completions only", err)
+	}
+	if head := strings.TrimSpace(output(t, "git", "-C", "../..", "rev-parse", "HEAD")); !strings.Contains(version, "\ncommit "+head) {
+		t.Errorf("--version names no commit %s", head)
 	}
 	checkStatic(t, etcdlead)
 	checkStatic(t, filepath.Join(root, "usr/libexec/etcdlead/etcdlead-keeper"))
