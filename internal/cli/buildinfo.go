@@ -14,8 +14,9 @@ import (
 // Unstamped, a module build (go install …@v1.2.3) shows its module version.
 var version = ""
 
-// commit is stamped by scripts/release too, for builds where the go command
-// records no VCS revision of its own (it finds none in a git worktree).
+// commit is stamped by scripts/release, which builds with -buildvcs=false
+// so that one commit gives one binary from a clone and from a git worktree
+// alike (the go command records VCS data only in the former).
 var commit = ""
 
 func init() {

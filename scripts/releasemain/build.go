@@ -46,8 +46,9 @@ func (r *release) binaries(stage, arch string) (*bins, error) {
 }
 
 // goBuild builds a static binary: no cgo, no paths of this machine, no
-// debug tables; -buildvcs=auto records the commit where the go command
-// can see it, whatever GOFLAGS says.
+// debug tables. The commit comes from the stamp alone (-buildvcs=false):
+// the go command records VCS data in a clone but not in a git worktree, so
+// one commit would otherwise give two different binaries.
 func (r *release) goBuild(arch, out, pkg string, x []string) error {
 	ldflags := []string{"-s", "-w", "-buildid="}
 	for _, a := range x {
@@ -56,7 +57,7 @@ func (r *release) goBuild(arch, out, pkg string, x []string) error {
 		}
 		ldflags = append(ldflags, a)
 	}
-	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=auto",
+	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false",
 		"-ldflags", strings.Join(ldflags, " "), "-o", out, pkg)
 	cmd.Dir = r.root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
