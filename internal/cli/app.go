@@ -3,27 +3,12 @@ package cli
 import (
 	"context"
 	"fmt"
-	"runtime/debug"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/etcdlead/etcdlead/internal/logbuf"
 )
-
-// version is set at build time with -ldflags "-X main.version=..."; else the
-// module version from the build info is used.
-var version = ""
-
-func appVersion() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
 
 // newApp builds the CLI; args are the raw arguments, which run needs to see
 // where "--" stood.

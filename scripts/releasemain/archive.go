@@ -1,0 +1,145 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// completionNames are the scripts' file names in an archive.
+var completionNames = map[string]string{
+	"bash": "completions/etcdlead.bash",
+	"zsh":  "completions/_etcdlead",
+	"fish": "completions/etcdlead.fish",
+}
+
+// archive writes etcdlead_VERSION_linux_ARCH.tar.gz, everything under a
+// directory of that name, and returns its file name.
+func (r *release) archive(b *bins, e *extraFiles) (string, error) {
+	base := fmt.Sprintf("etcdlead_%s_linux_%s", r.fileVersion(), b.arch)
+	files := map[string]string{ // path in the archive → source
+		"etcdlead":        b.etcdlead,
+		"etcdlead-keeper": b.keeper,
+		"README.md":       e.readme,
+		"LICENSE":         e.license,
+		"etcdlead.1":      e.man,
+	}
+	for shell, p := range e.completions {
+		files[completionNames[shell]] = p
+	}
+	entries := map[string]string{base + "/": ""} // full path → source, "" for a directory
+	for n, src := range files {
+		entries[base+"/"+n] = src
+		if d, _, ok := strings.Cut(n, "/"); ok {
+			entries[base+"/"+d+"/"] = ""
+		}
+	}
+	var names []string
+	for n := range entries {
+		names = append(names, n)
+	}
+	sort.Strings(names) // a directory sorts before what it holds
+
+	var buf bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	if err != nil {
+		return "", err
+	}
+	tw := tar.NewWriter(zw)
+	for _, n := range names {
+		if entries[n] == "" {
+			if err := tw.WriteHeader(r.tarHeader(n, tar.TypeDir, 0o755, 0)); err != nil {
+				return "", err
+			}
+			continue
+		}
+		data, err := os.ReadFile(entries[n])
+		if err != nil {
+			return "", err
+		}
+		mode := int64(0o644)
+		if rel := strings.TrimPrefix(n, base+"/"); rel == "etcdlead" || rel == "etcdlead-keeper" {
+			mode = 0o755
+		}
+		if err := tw.WriteHeader(r.tarHeader(n, tar.TypeReg, mode, int64(len(data)))); err != nil {
+			return "", err
+		}
+		if _, err := tw.Write(data); err != nil {
+			return "", err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return "", err
+	}
+	if err := zw.Close(); err != nil {
+		return "", err
+	}
+	name := base + ".tar.gz"
+	return name, os.WriteFile(filepath.Join(r.out, name), buf.Bytes(), 0o644)
+}
+
+// tarHeader is an entry owned by root (uid/gid 0) at the release's time,
+// with nothing of the machine that built it.
+func (r *release) tarHeader(name string, typ byte, mode, size int64) *tar.Header {
+	return &tar.Header{
+		Typeflag: typ,
+		Name:     name,
+		Mode:     mode,
+		Size:     size,
+		ModTime:  r.mtime,
+		Uname:    "root",
+		Gname:    "root",
+		Format:   tar.FormatUSTAR,
+	}
+}
+
+// gzipFile compresses src into dst without a name or time in the header,
+// as Debian wants man pages.
+func gzipFile(src, dst string) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	if err != nil {
+		return err
+	}
+	zw.ModTime = time.Time{}
+	if _, err := zw.Write(data); err != nil {
+		return err
+	}
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	return os.WriteFile(dst, buf.Bytes(), 0o644)
+}
+
+// sums writes SHA256SUMS in sha256sum's format, so that
+// `sha256sum -c --ignore-missing SHA256SUMS` checks a download.
+func (r *release) sums(names []string) error {
+	sort.Strings(names)
+	var b strings.Builder
+	for _, n := range names {
+		f, err := os.Open(filepath.Join(r.out, n))
+		if err != nil {
+			return err
+		}
+		h := sha256.New()
+		_, err = io.Copy(h, f)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "%x  %s\n", h.Sum(nil), n)
+	}
+	return os.WriteFile(filepath.Join(r.out, "SHA256SUMS"), []byte(b.String()), 0o644)
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	_ "embed"
+	"os"
+	"path/filepath"
+
+	"github.com/goreleaser/nfpm/v2"
+	"github.com/goreleaser/nfpm/v2/deb"
+	"github.com/goreleaser/nfpm/v2/files"
+	"github.com/goreleaser/nfpm/v2/rpm"
+)
+
+// The unit and the example settings are files of this directory, so that
+// a reader finds them where the release is made; the test checks the unit
+// with systemd-analyze.
+var (
+	//go:embed etcdlead@.service
+	unitFile []byte
+	//go:embed example.env
+	exampleEnv []byte
+)
+
+// reloadSystemd makes systemd see the template unit on install and forget
+// it on removal; on a machine without systemd running it does nothing.
+const reloadSystemd = `#!/bin/sh
+if [ -d /run/systemd/system ]; then
+	systemctl daemon-reload >/dev/null 2>&1 || :
+fi
+`
+
+// packages writes the .deb and the .rpm of one architecture and returns
+// their file names.
+func (r *release) packages(b *bins, e *extraFiles) ([]string, error) {
+	stage := filepath.Dir(filepath.Dir(b.packaged))
+	man := filepath.Join(stage, "etcdlead.1.gz")
+	if err := gzipFile(e.man, man); err != nil {
+		return nil, err
+	}
+	unit := filepath.Join(stage, "etcdlead@.service")
+	env := filepath.Join(stage, "example.env")
+	script := filepath.Join(stage, "reload-systemd.sh")
+	for p, data := range map[string][]byte{unit: unitFile, env: exampleEnv, script: []byte(reloadSystemd)} {
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	contents := files.Contents{
+		r.file(b.packaged, "/usr/bin/etcdlead", "", 0o755),
+		r.file(b.keeper, keeperDir+"/etcdlead-keeper", "", 0o755),
+		r.file(unit, "/usr/lib/systemd/system/etcdlead@.service", "", 0o644),
+		r.file(env, "/etc/etcdlead/example.env", files.TypeConfigNoReplace, 0o644),
+		r.file(man, "/usr/share/man/man1/etcdlead.1.gz", "", 0o644),
+		r.file(e.readme, "/usr/share/doc/etcdlead/README.md", "", 0o644),
+		r.pkgFile("deb", e.license, "/usr/share/doc/etcdlead/copyright", "", 0o644),
+		r.pkgFile("rpm", e.license, "/usr/share/licenses/etcdlead/LICENSE", files.TypeRPMLicense, 0o644),
+	}
+	if p, ok := e.completions["bash"]; ok {
+		contents = append(contents, r.file(p, "/usr/share/bash-completion/completions/etcdlead", "", 0o644))
+	}
+	if p, ok := e.completions["zsh"]; ok {
+		// Debian's zsh reads vendor-completions, Fedora's site-functions.
+		contents = append(contents,
+			r.pkgFile("deb", p, "/usr/share/zsh/vendor-completions/_etcdlead", "", 0o644),
+			r.pkgFile("rpm", p, "/usr/share/zsh/site-functions/_etcdlead", "", 0o644))
+	}
+	if p, ok := e.completions["fish"]; ok {
+		contents = append(contents, r.file(p, "/usr/share/fish/vendor_completions.d/etcdlead.fish", "", 0o644))
+	}
+
+	var names []string
+	for _, format := range []struct {
+		name string
+		p    nfpm.Packager
+	}{{"deb", deb.Default}, {"rpm", rpm.DefaultRPM}} {
+		info := r.info(b.arch, script, contents)
+		if err := nfpm.PrepareForPackager(info, format.name); err != nil {
+			return nil, err
+		}
+		name := format.p.ConventionalFileName(info)
+		f, err := os.Create(filepath.Join(r.out, name))
+		if err != nil {
+			return nil, err
+		}
+		err = format.p.Package(info, f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, err
+		}
+		names = append(names, name)
+	}
+	return names, nil
+}
+
+// info is the package's metadata; a fresh one per format, because
+// PrepareForPackager rewrites its contents for that format.
+func (r *release) info(arch, script string, contents files.Contents) *nfpm.Info {
+	var c files.Contents
+	for _, f := range contents {
+		cp := *f
+		fi := *f.FileInfo
+		cp.FileInfo = &fi
+		c = append(c, &cp)
+	}
+	info := &nfpm.Info{
+		Name:        "etcdlead",
+		Arch:        arch,
+		Platform:    "linux",
+		Version:     r.version,
+		Release:     "1",
+		Section:     "admin",
+		Priority:    "optional",
+		Maintainer:  "etcdlead maintainers <etcdlead@users.noreply.github.com>",
+		Description: "runs a command only while this process leads an election in etcd\nStarted on many machines, exactly one runs the command; when that one\nstops, crashes, is cut off from etcd or loses its key, another takes over,\nand never two copies of the command run at once.",
+		Vendor:      "etcdlead",
+		Homepage:    "https://github.com/etcdlead/etcdlead",
+		License:     "Apache-2.0",
+		MTime:       r.mtime,
+		Overridables: nfpm.Overridables{
+			Contents: c,
+			Umask:    0o022,
+			Scripts:  nfpm.Scripts{PostInstall: script, PostRemove: script},
+			RPM: nfpm.RPM{
+				Group:     "System Environment/Daemons",
+				BuildHost: "etcdlead-release",
+			},
+		},
+	}
+	return nfpm.WithDefaults(info)
+}
+
+func (r *release) file(src, dst, typ string, mode os.FileMode) *files.Content {
+	return r.pkgFile("", src, dst, typ, mode)
+}
+
+// pkgFile is a file for one packager only ("" for both), owned by root at
+// the release's time.
+func (r *release) pkgFile(packager, src, dst, typ string, mode os.FileMode) *files.Content {
+	return &files.Content{
+		Source:      src,
+		Destination: dst,
+		Type:        typ,
+		Packager:    packager,
+		FileInfo:    &files.ContentFileInfo{Owner: "root", Group: "root", Mode: mode, MTime: r.mtime},
+	}
+}
