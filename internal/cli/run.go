@@ -34,7 +34,7 @@ func runAction(c *cli.Context, raw []string) (err error) {
 	sigs := signals.Catch()
 	defer sigs.Stop()
 	log := newLogger(rc.logLevel, rc.logJSON)
-	mon := ops.New(rc.election, rc.id, rc.timing.TTL, ops.Notify)
+	mon := ops.New(rc.election, rc.id, appVersion(), rc.timing.TTL, ops.Notify)
 	if rc.statusAddr != "" {
 		stop, err := ops.Serve(rc.statusAddr, mon)
 		if err != nil {

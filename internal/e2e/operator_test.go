@@ -313,7 +313,8 @@ func TestHTTPStatusEndpoints(t *testing.T) {
 	}
 	_, metrics := httpGet(t, "http://"+a1+"/metrics")
 	for _, want := range []string{"etcdlead_is_leader 1", `etcdlead_leadership_changes_total{reason="elected"} 1`,
-		"etcdlead_child_starts_total 1", "etcdlead_renewal_duration_seconds_count"} {
+		"etcdlead_child_starts_total 1", "etcdlead_renewal_duration_seconds_count",
+		`etcdlead_info{election="probe",id="c1",version="`, "etcdlead_fence_firings_total 0", "go_goroutines "} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
@@ -321,8 +322,9 @@ func TestHTTPStatusEndpoints(t *testing.T) {
 	stopAll(t, e, c1, c2)
 }
 
-// Type=notify: READY=1 once campaigning, STATUS= with the role, and
-// WATCHDOG=1 while renewals succeed, through a socket the test opens.
+// Type=notify: READY=1 once campaigning, STATUS= with the role,
+// WATCHDOG=1 while renewals succeed, and STOPPING=1 when a stop begins,
+// through a socket the test opens.
 func TestSdNotify(t *testing.T) {
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
@@ -333,22 +335,26 @@ func TestSdNotify(t *testing.T) {
 	}
 	defer conn.Close()
 	c := e.start("sd", fast, e.probe(), "NOTIFY_SOCKET="+sock, "WATCHDOG_USEC=400000")
-	want := []string{"READY=1", "STATUS=leading", "WATCHDOG=1"}
 	buf := make([]byte, 4096)
 	deadline := time.Now().Add(safety)
 	var got []string
-	for len(want) > 0 {
-		_ = conn.SetReadDeadline(deadline)
-		n, err := conn.Read(buf)
-		if err != nil {
-			t.Fatalf("still waiting for %q; got %q: %v", want[0], got, err)
-		}
-		msg := string(buf[:n])
-		got = append(got, msg)
-		if strings.HasPrefix(msg, want[0]) {
-			want = want[1:]
+	await := func(want ...string) {
+		t.Helper()
+		for len(want) > 0 {
+			_ = conn.SetReadDeadline(deadline)
+			n, err := conn.Read(buf)
+			if err != nil {
+				t.Fatalf("still waiting for %q; got %q: %v", want[0], got, err)
+			}
+			msg := string(buf[:n])
+			got = append(got, msg)
+			if strings.HasPrefix(msg, want[0]) {
+				want = want[1:]
+			}
 		}
 	}
+	await("READY=1", "STATUS=leading", "WATCHDOG=1")
 	c.signal(t, syscall.SIGTERM)
+	await("STOPPING=1", "STATUS=stopping")
 	c.exit(t)
 }

@@ -63,7 +63,7 @@ func Handler(m *Monitor) http.Handler {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(m.Snapshot())
 	})
-	mux.Handle("/metrics", promhttp.HandlerFor(m.m.reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(m.registry(), promhttp.HandlerOpts{}))
 	return mux
 }
 
