@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlead/etcdlead/campaign"
 	"github.com/etcdlead/etcdlead/internal/etcdtest"
 	"github.com/etcdlead/etcdlead/internal/ops"
 )
@@ -357,4 +360,45 @@ func TestSdNotify(t *testing.T) {
 	c.signal(t, syscall.SIGTERM)
 	await("STOPPING=1", "STATUS=stopping")
 	c.exit(t)
+}
+
+// A candidate's id as etcd holds it may have been written by another tool:
+// status's table and resign's lines print it on one line, escaped, so it
+// can neither forge rows nor reach the terminal as escape sequences; --json
+// keeps the value itself.
+func TestStatusAndResignEscapeForgedValues(t *testing.T) {
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	e := newEnv(t, cluster.Endpoints())
+	cli := cluster.Client(t)
+	lease, err := cli.Grant(ctxT(t), 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const forged = "web-9/1\nforged    leader     evil/1  1  15s  etcdlead/x\x1b[2J"
+	l, err := campaign.NewLayout(e.prefix, "forged")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctxT(t), l.QueueKey(lease.ID), forged, clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code := e.etcdleadCmd("status", "--election=forged")
+	if code != 0 {
+		t.Fatalf("status: exit %d, %s", code, errs)
+	}
+	if lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n"); len(lines) != 2 || strings.ContainsRune(out, 0x1b) ||
+		!strings.Contains(lines[1], `"web-9/1\nforged    leader     evil/1  1  15s  etcdlead/x\x1b[2J"`) {
+		t.Errorf("status printed the forged id raw, or as more than one row:\n%s", out)
+	}
+	if el := e.status(t, "forged"); el.Leader == nil || el.Leader.ID != forged {
+		t.Errorf("status --json lost the value: %+v", el.Leader)
+	}
+	_, errs, code = e.etcdleadCmd("resign", "--election=forged", "--id=web-9/1")
+	if code != 3 || strings.Count(errs, "\n") != 1 || strings.ContainsRune(errs, 0x1b) {
+		t.Errorf("resign --id of another: exit %d, want 3 and one clean line:\n%s", code, errs)
+	}
+	_, errs, code = e.etcdleadCmd("resign", "--election=forged", "--timeout=200ms")
+	if code != 125 || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, `"web-9/1\nforged`) {
+		t.Errorf("resign of a leader that does not answer: exit %d, want 125 and one clean line:\n%s", code, errs)
+	}
 }
