@@ -155,12 +155,20 @@ func TestMetricsServed(t *testing.T) {
 // A bad address fails at start, naming the flag.
 func TestServeRefusesBadAddress(t *testing.T) {
 	m := New("jobs", "c1", "v1.2.3", 10*time.Second, nil)
-	if _, err := Serve("127.0.0.1:99999", m); err == nil || !strings.Contains(err.Error(), "--status-addr") {
+	if _, _, err := Serve("127.0.0.1:99999", m); err == nil || !strings.Contains(err.Error(), "--status-addr") {
 		t.Errorf("Serve with a bad port: %v", err)
 	}
-	stop, err := Serve("127.0.0.1:0", m)
+	addr, stop, err := Serve("127.0.0.1:0", m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop()
+	defer stop()
+	if strings.HasSuffix(addr, ":0") {
+		t.Errorf("Serve on port 0 says it listens on %s, not the port it got", addr)
+	}
+	resp, err := http.Get("http://" + addr + "/healthz")
+	if err != nil {
+		t.Fatalf("nothing answers at the address Serve returned: %v", err)
+	}
+	resp.Body.Close()
 }
