@@ -189,10 +189,13 @@ func (t *Term) logWait(ctx context.Context, v view, last *view) {
 }
 
 // idOf is the id in a queue key, for the log: the reads of the wait take
-// keys only, and this is asked once per predecessor. "" if it cannot be
-// read, or the key is no longer that term's.
+// keys only, and this is asked once per predecessor, only when the line is
+// logged. "" if it cannot be read, or the key is no longer that term's.
 func (t *Term) idOf(ctx context.Context, q *term) string {
 	var id string
+	if !t.c.log.IsInfo() {
+		return id
+	}
 	_ = t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) error {
 		resp, err := t.c.cfg.Client.Get(rctx, q.key)
 		if err == nil && len(resp.Kvs) == 1 && clientv3.LeaseID(resp.Kvs[0].Lease) == q.lease {

@@ -267,6 +267,7 @@ func (l *testLog) Debug(msg string, args ...any) { l.line("debug", msg, args) }
 func (l *testLog) Info(msg string, args ...any)  { l.line("info", msg, args) }
 func (l *testLog) Warn(msg string, args ...any)  { l.line("warn", msg, args) }
 func (l *testLog) Error(msg string, args ...any) { l.line("error", msg, args) }
+func (l *testLog) IsInfo() bool                  { return true }
 
 // line keeps "level: msg k=v ...".
 func (l *testLog) line(level, msg string, args []any) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -171,4 +172,17 @@ func TestServeRefusesBadAddress(t *testing.T) {
 		t.Fatalf("nothing answers at the address Serve returned: %v", err)
 	}
 	resp.Body.Close()
+}
+
+// README.md lists every reason of etcdlead_leadership_changes_total.
+func TestReadmeListsEveryReason(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range reasons {
+		if !strings.Contains(string(b), "`"+r+"`") {
+			t.Errorf("README.md does not list the reason `%s`", r)
+		}
+	}
 }
