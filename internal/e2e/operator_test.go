@@ -122,6 +122,20 @@ func TestStatusAndResign(t *testing.T) {
 		t.Fatalf("after resign, status = %+v, want c2 leading, then c3, c1", el)
 	}
 	stopAll(t, e, cs...)
+	// The log names each thing for what it was: the predecessor waited on
+	// by its id, a resign as a step down on request rather than a loss,
+	// and the end of a term that never led as a revoke.
+	for n, want := range map[int]string{1: "id=c1", 2: "id=c2"} {
+		if line, _ := cs[n].log.find("waiting on predecessor"); !strings.Contains(line, want) {
+			t.Errorf("%s: %q does not name the predecessor (%s)", cs[n].name, line, want)
+		}
+	}
+	if cs[0].log.count("[INFO]  etcdlead: stepped down on request; child stopping") != 1 || cs[0].log.count("leadership lost") != 0 {
+		t.Errorf("c1's resign is not logged as a step down on request:\n%s", cs[0].log)
+	}
+	if cs[2].log.count("lease revoked") == 0 || cs[2].log.count("resigned") != 0 || cs[2].log.count("stepped down") != 0 {
+		t.Errorf("c3 never led, and its revoke is not logged as one:\n%s", cs[2].log)
+	}
 	if _, _, code := e.etcdleadCmd("status", "--election=probe"); code != 3 {
 		t.Fatalf("status with no leader: exit %d, want 3", code)
 	}
