@@ -373,7 +373,11 @@ func TestSdNotify(t *testing.T) {
 	await("READY=1", "STATUS=leading", "WATCHDOG=1")
 	c.signal(t, syscall.SIGTERM)
 	await("STOPPING=1", "STATUS=stopping")
-	c.exit(t)
+	// The child's status, passed through: README.md's unit lists it in
+	// SuccessExitStatus= (TestReadmeSystemdUnitVerifies).
+	if code := c.exit(t); code != 143 {
+		t.Errorf("exit %d after systemd's SIGTERM, want the child's 143", code)
+	}
 }
 
 // A candidate's id as etcd holds it may have been written by another tool:

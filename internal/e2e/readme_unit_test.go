@@ -30,6 +30,11 @@ func TestReadmeSystemdUnitVerifies(t *testing.T) {
 	if !ok || !ok2 || !strings.Contains(unit, "[Service]") {
 		t.Fatal("README.md has no ```ini block with a [Service] section")
 	}
+	// A stop ends etcdlead with its child's status, 143 for a child that
+	// obeys SIGTERM (TestSdNotify): systemd must count it as a success.
+	if !strings.Contains(unit, "\nSuccessExitStatus=143\n") {
+		t.Errorf("the README's unit lacks SuccessExitStatus=143:\n%s", unit)
+	}
 	const readmeExec = "ExecStart=/usr/local/bin/etcdlead "
 	if strings.Count(unit, readmeExec) != 1 {
 		t.Fatalf("the README's unit has no single %q line:\n%s", readmeExec, unit)
