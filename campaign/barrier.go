@@ -147,7 +147,7 @@ func (t *Term) wait(ctx context.Context, v view) error {
 		if v.isFront() {
 			t.front()
 		}
-		t.logWait(v, &logged)
+		t.logWait(ctx, v, &logged)
 		woke, err := t.waitEvent(ctx, v)
 		if err != nil {
 			return t.waitErr(ctx)
@@ -175,9 +175,9 @@ func (t *Term) wait(ctx context.Context, v view) error {
 }
 
 // logWait says what the candidate waits on, once per change.
-func (t *Term) logWait(v view, last *view) {
+func (t *Term) logWait(ctx context.Context, v view, last *view) {
 	if v.q != nil && (last.q == nil || last.q.key != v.q.key) {
-		t.c.log.Info("waiting on predecessor", "key", v.q.key, "rev", v.q.rev)
+		t.c.log.Info("waiting on predecessor", "key", v.q.key, "id", t.idOf(ctx, v.q), "rev", v.q.rev)
 	}
 	if v.s != nil && (v.q == nil || v.q.lease != v.s.lease) && (last.s == nil || last.s.key != v.s.key) {
 		t.c.log.Info("waiting for predecessor lease to end", "sentinel", v.s.key, "lease", leaseHex(v.s.lease))
@@ -186,6 +186,43 @@ func (t *Term) logWait(v view, last *view) {
 		}
 	}
 	*last = v
+}
+
+// idOf is the id in a queue key, for the log: the reads of the wait take
+// keys only, and this is asked once per predecessor, only when the line is
+// logged. "" if it cannot be read, or the key is no longer that term's.
+func (t *Term) idOf(ctx context.Context, q *term) string {
+	var id string
+	if !t.c.log.IsInfo() {
+		return id
+	}
+	_ = t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) error {
+		resp, err := t.c.cfg.Client.Get(rctx, q.key)
+		if err == nil && len(resp.Kvs) == 1 && clientv3.LeaseID(resp.Kvs[0].Lease) == q.lease {
+			id = string(resp.Kvs[0].Value)
+		}
+		return err
+	})
+	return id
+}
+
+// logLeaseLeft says that the wait for an older lease goes on, and for at
+// most how long: one question to etcd, not retried, as only the log needs
+// the answer.
+func (t *Term) logLeaseLeft(ctx context.Context, id clientv3.LeaseID) {
+	var ttl int64
+	err := t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) error {
+		resp, err := t.c.cfg.Client.TimeToLive(rctx, id)
+		if err == nil {
+			ttl = resp.TTL
+		}
+		return err
+	})
+	if err != nil || ttl < 0 {
+		return // gone, or etcd did not answer: the wait says so itself
+	}
+	t.c.log.Info("still waiting for predecessor lease to end", "key", t.c.cfg.Layout.QueueKey(id),
+		"lease", leaseHex(id), "at_most", time.Duration(ttl+1)*time.Second)
 }
 
 // waitEvent watches the nearest older sentinel and, when it belongs to
@@ -205,10 +242,19 @@ func (t *Term) waitEvent(ctx context.Context, v view) (map[clientv3.LeaseID]stri
 	}
 	ws, stop := t.watchAll(wctx, keys, v.rev)
 	defer stop()
+	var progress <-chan time.Time
+	if v.s != nil && (v.q == nil || v.q.lease != v.s.lease) {
+		tick := time.NewTicker(t.c.cfg.LeaseWaitLog)
+		defer tick.Stop()
+		progress = tick.C
+	}
 	for {
 		var w watched
 		select {
 		case w = <-ws:
+		case <-progress:
+			t.logLeaseLeft(ctx, v.s.lease)
+			continue
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -306,7 +352,14 @@ func (t *Term) leasesGone(ctx context.Context, leases map[clientv3.LeaseID]strin
 }
 
 func (t *Term) leaseGone(ctx context.Context, id clientv3.LeaseID) (bool, error) {
-	var gone bool
+	ttl, err := t.leaseTTL(ctx, id)
+	return ttl == -1, err
+}
+
+// leaseTTL is the lease's remaining TTL in whole seconds, -1 once it is
+// gone, asked until etcd answers.
+func (t *Term) leaseTTL(ctx context.Context, id clientv3.LeaseID) (int64, error) {
+	var ttl int64
 	err := retry(ctx, func() error {
 		return t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) error {
 			resp, err := t.c.cfg.Client.TimeToLive(rctx, id)
@@ -314,34 +367,42 @@ func (t *Term) leaseGone(ctx context.Context, id clientv3.LeaseID) (bool, error)
 				return err
 			}
 			trace.MarkInt("campaign.ttl", "ttl", resp.TTL)
-			gone = resp.TTL == -1
+			ttl = resp.TTL
 			return nil
 		})
 	})
-	return gone, err
+	return ttl, err
 }
 
 // barrier waits until every lease in pending is gone: a deleted key does
 // not prove a stopped child; a gone lease does, because the holder's fence
 // fires before etcd can expire it.
 func (t *Term) barrier(ctx context.Context, pending map[clientv3.LeaseID]string) error {
-	for id, key := range pending {
-		logged := false
+	for id := range pending {
+		// The term's queue key, gone or not, names whose lease it is.
+		key := t.c.cfg.Layout.QueueKey(id)
+		var logged time.Time
 		for {
-			gone, err := t.leaseGone(ctx, id)
+			ttl, err := t.leaseTTL(ctx, id)
 			if err != nil {
 				return t.waitErr(ctx, err)
 			}
-			if gone {
+			if ttl == -1 {
 				trace.Mark("campaign.lease-gone")
 				break
 			}
-			if !logged {
+			// The TTL is truncated to whole seconds: at most one more.
+			atMost := time.Duration(ttl+1) * time.Second
+			switch {
+			case logged.IsZero():
 				if o := t.c.cfg.Observer; o != nil {
 					o.BarrierWait()
 				}
-				t.c.log.Info("waiting for predecessor lease to end", "key", key, "lease", leaseHex(id))
-				logged = true
+				t.c.log.Info("waiting for predecessor lease to end", "key", key, "lease", leaseHex(id), "at_most", atMost)
+				logged = time.Now()
+			case time.Since(logged) >= t.c.cfg.LeaseWaitLog:
+				t.c.log.Info("still waiting for predecessor lease to end", "key", key, "lease", leaseHex(id), "at_most", atMost)
+				logged = time.Now()
 			}
 			select {
 			case <-ctx.Done():

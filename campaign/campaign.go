@@ -34,6 +34,10 @@ type Config struct {
 	NoWait bool
 	// Observer, when set, hears about renewals and barrier waits (metrics).
 	Observer Observer
+	// LeaseWaitLog is how often a wait for an older lease logs how long it
+	// may still last; 0 means every 5s. Such a wait can take up to a TTL
+	// with nothing else to log.
+	LeaseWaitLog time.Duration
 }
 
 // Observer receives events for metrics and health reports. Its methods are
@@ -80,6 +84,9 @@ func New(cfg Config) (*Campaigner, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.LeaseWaitLog <= 0 {
+		cfg.LeaseWaitLog = 5 * time.Second
 	}
 	return &Campaigner{cfg: cfg, log: cfg.Logger, renewals: renewalsOf(cfg.Client)}, nil
 }

@@ -39,6 +39,8 @@ type fixture struct {
 	n   int
 	ttl time.Duration // of the campaigners made from now on
 	log hclog.Logger  // of the campaigners made from now on, if set
+	// leaseWaitLog, if set, is the campaigners' Config.LeaseWaitLog.
+	leaseWaitLog time.Duration
 	// renewed, if set before the campaigns it should hear start, hears
 	// every renewal attempt.
 	renewed func(time.Duration, error)
@@ -69,6 +71,7 @@ func (f *fixture) campaigner(noWait bool) *campaign.Campaigner {
 	c, err := campaign.New(campaign.Config{
 		Client: f.cli, Layout: f.l, ID: fmt.Sprintf("c%d", f.n), TTL: f.ttl, Logger: f.log,
 		Guard: time.Second, RequestTimeout: 5 * time.Second, Now: supervisor.Now, NoWait: noWait, Observer: f,
+		LeaseWaitLog: f.leaseWaitLog,
 	})
 	if err != nil {
 		f.t.Fatal(err)
@@ -259,18 +262,20 @@ func newTestLog() *testLog {
 	return &testLog{Logger: hclog.NewNullLogger(), grew: make(chan struct{})}
 }
 
-func (l *testLog) Trace(msg string, args ...any) { l.line(msg, args) }
-func (l *testLog) Debug(msg string, args ...any) { l.line(msg, args) }
-func (l *testLog) Info(msg string, args ...any)  { l.line(msg, args) }
-func (l *testLog) Warn(msg string, args ...any)  { l.line(msg, args) }
-func (l *testLog) Error(msg string, args ...any) { l.line(msg, args) }
+func (l *testLog) Trace(msg string, args ...any) { l.line("trace", msg, args) }
+func (l *testLog) Debug(msg string, args ...any) { l.line("debug", msg, args) }
+func (l *testLog) Info(msg string, args ...any)  { l.line("info", msg, args) }
+func (l *testLog) Warn(msg string, args ...any)  { l.line("warn", msg, args) }
+func (l *testLog) Error(msg string, args ...any) { l.line("error", msg, args) }
+func (l *testLog) IsInfo() bool                  { return true }
 
-func (l *testLog) line(msg string, args []any) {
+// line keeps "level: msg k=v ...".
+func (l *testLog) line(level, msg string, args []any) {
 	if l.stall != nil {
 		l.stall(msg)
 	}
 	var b strings.Builder
-	b.WriteString(msg)
+	b.WriteString(level + ": " + msg)
 	for i := 0; i+1 < len(args); i += 2 {
 		fmt.Fprintf(&b, " %v=%v", args[i], args[i+1])
 	}
@@ -279,6 +284,13 @@ func (l *testLog) line(msg string, args []any) {
 	l.lines = append(l.lines, b.String())
 	close(l.grew)
 	l.grew = make(chan struct{})
+}
+
+// count is how many lines were logged so far.
+func (l *testLog) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.lines)
 }
 
 // waitFor returns the index of the first line from index from on that
@@ -718,6 +730,36 @@ func TestCampaign(t *testing.T) {
 		still(t, b, "A's lease lives")
 		a.Revoke()
 		f.await(b)
+	})
+
+	// The log names the predecessor's id, and a wait for an older lease
+	// says every LeaseWaitLog for at most how long it may still last: both
+	// while the sentinel is watched (queue key deleted) and while the
+	// lease is asked about (sentinel deleted too, under the watch).
+	t.Run("wait-logged", func(t *testing.T) {
+		f := newFixture(t, cli)
+		log := newTestLog()
+		f.log, f.leaseWaitLog = log, 100*time.Millisecond
+		a := f.lead()
+		if _, err := cli.Delete(ctx, a.Key); err != nil {
+			t.Fatal(err)
+		}
+		b := f.waiting(ctx, 1) // finds only A's sentinel, and watches it
+		f.waitsOnLease(b)
+		i := log.waitFor(t, 0, nil, "still waiting for predecessor lease to end", "key="+a.Key, "at_most=")
+		log.waitFor(t, i+1, nil, "still waiting for predecessor lease to end", "key="+a.Key)
+		bKey := newest(t, cli, f.l)
+		c := f.waiting(ctx, 2)
+		log.waitFor(t, 0, nil, "waiting on predecessor", "key="+bKey, "id=c2")
+		before := log.count()
+		if _, err := cli.Delete(ctx, a.Sentinel); err != nil {
+			t.Fatal(err)
+		}
+		i = log.waitFor(t, before, nil, "info: waiting for predecessor lease to end", "key="+a.Key, "at_most=")
+		log.waitFor(t, i+1, nil, "still waiting for predecessor lease to end", "key="+a.Key, "at_most=")
+		a.Revoke()
+		f.await(b)
+		still(t, c, "B leads")
 	})
 
 	// A guard's watch resumed from compacted history (here after its

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 
 	"github.com/etcdlead/etcdlead/internal/logbuf"
@@ -19,11 +20,12 @@ func newApp(args []string) *cli.App {
 		Version: appVersion(),
 		Flags:   connectionFlags(),
 		Commands: []*cli.Command{
-			runCommand(args),
-			statusCommand(),
-			resignCommand(),
+			withLogFormat(runCommand(args)),
+			withLogFormat(statusCommand()),
+			withLogFormat(resignCommand()),
 			completionCommand(),
 		},
+		Metadata:             map[string]any{},
 		EnableBashCompletion: true,
 		// Errors come back to Main, which prints one line and returns the code.
 		ExitErrHandler:  func(*cli.Context, error) {},
@@ -38,6 +40,30 @@ func newApp(args []string) *cli.App {
 	}
 }
 
+// metaLogJSON marks in App.Metadata that the command's logs are JSON, so
+// that Main's last line is JSON too.
+const metaLogJSON = "log-json"
+
+// withLogFormat notes the command's --log-format once its flags are
+// parsed; a command line that does not parse gets a plain last line.
+func withLogFormat(cmd *cli.Command) *cli.Command {
+	cmd.Before = func(c *cli.Context) error {
+		c.App.Metadata[metaLogJSON] = pick(c, flagLogFormat).String(flagLogFormat) == "json"
+		return nil
+	}
+	return cmd
+}
+
+// printEnd prints the one line of the outcome: plain, or as a JSON record
+// like every other line when the logs are JSON.
+func printEnd(app *cli.App, msg string) {
+	if json, _ := app.Metadata[metaLogJSON].(bool); json {
+		logbuf.Logger(hclog.LoggerOptions{Name: "etcdlead", JSONFormat: true}).Error(msg)
+		return
+	}
+	fmt.Fprintln(logbuf.Stderr(), "etcdlead: "+msg)
+}
+
 func usageError(_ *cli.Context, err error, _ bool) error {
 	return failf("%v: see --help", err)
 }
@@ -47,9 +73,10 @@ func usageError(_ *cli.Context, err error, _ bool) error {
 // The caller exits with it once, so every deferred revoke and cleanup has
 // run before the process ends.
 func Main(args []string) int {
-	err := newApp(args).RunContext(context.Background(), args)
+	app := newApp(args)
+	err := app.RunContext(context.Background(), args)
 	if msg := errorMessage(err); msg != "" {
-		fmt.Fprintln(logbuf.Stderr(), "etcdlead: "+msg)
+		printEnd(app, msg)
 	}
 	// Bounded: a stderr that never drains must not keep etcdlead from
 	// exiting; the lease was revoked already.

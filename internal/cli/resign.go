@@ -11,6 +11,7 @@ import (
 
 	"github.com/etcdlead/etcdlead/campaign"
 	"github.com/etcdlead/etcdlead/internal/etcdconn"
+	"github.com/etcdlead/etcdlead/internal/oneline"
 )
 
 const flagResignTimeout = "timeout"
@@ -85,8 +86,10 @@ func (r resigner) resign(ctx context.Context, id string, force bool) error {
 	if leader == nil {
 		return withCode(exitNoLeader, fmt.Errorf("no leader in %s", p))
 	}
+	// As etcd holds it, it may be anything: printed only as one clean line.
+	who := oneline.Quote(string(leader.Value))
 	if id != "" && string(leader.Value) != id {
-		return withCode(exitNoLeader, fmt.Errorf("%s does not lead %s: %s does", id, p, leader.Value))
+		return withCode(exitNoLeader, fmt.Errorf("%s does not lead %s: %s does", oneline.Quote(id), p, who))
 	}
 	if _, err := r.cli.Put(rctx, r.layout.ResignKey(), string(leader.Key)); err != nil {
 		return failf("resign: %v", err)
@@ -97,10 +100,10 @@ func (r resigner) resign(ctx context.Context, id string, force bool) error {
 	case err != nil:
 		return failf("resign: %v", err)
 	case gone:
-		fmt.Printf("%s stepped down from %s\n", leader.Value, p)
+		fmt.Printf("%s stepped down from %s\n", who, p)
 		return nil
 	case !force:
-		return failf("%s did not step down within --timeout %s: retry, or add --force to delete its key", leader.Value, r.timeout)
+		return failf("%s did not step down within --timeout %s: retry, or add --force to delete its key", who, r.timeout)
 	}
 	// Compare on the create revision: a check-then-delete could hit the
 	// next leader's key. The term's sentinel stays, so every candidate
@@ -114,9 +117,9 @@ func (r resigner) resign(ctx context.Context, id string, force bool) error {
 		return failf("resign --force: %v", err)
 	}
 	if tx.Succeeded {
-		fmt.Printf("deleted the key of %s (%s); the next leader waits for its lease\n", leader.Value, leader.Key)
+		fmt.Printf("deleted the key of %s (%s); the next leader waits for its lease\n", who, leader.Key)
 	} else {
-		fmt.Printf("%s stepped down from %s\n", leader.Value, p)
+		fmt.Printf("%s stepped down from %s\n", who, p)
 	}
 	return nil
 }

@@ -34,13 +34,15 @@ func runAction(c *cli.Context, raw []string) (err error) {
 	sigs := signals.Catch()
 	defer sigs.Stop()
 	log := newLogger(rc.logLevel, rc.logJSON)
-	mon := ops.New(rc.election, rc.id, rc.timing.TTL, ops.Notify)
+	mon := ops.New(rc.election, rc.id, appVersion(), rc.timing.TTL, ops.Notify)
 	if rc.statusAddr != "" {
-		stop, err := ops.Serve(rc.statusAddr, mon)
+		addr, stop, err := ops.Serve(rc.statusAddr, mon)
 		if err != nil {
 			return failf("%v", err)
 		}
 		defer stop()
+		// The port chosen for :0, and whether every interface listens.
+		log.Info("serving status", "addr", addr)
 	}
 	defer ops.Watchdog(mon.Healthy)()
 	client, err := etcdconn.New(rc.conn)

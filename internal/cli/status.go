@@ -13,6 +13,7 @@ import (
 
 	"github.com/etcdlead/etcdlead/campaign"
 	"github.com/etcdlead/etcdlead/internal/etcdconn"
+	"github.com/etcdlead/etcdlead/internal/oneline"
 )
 
 // candidateJSON is one candidate of an election, as `status --json` prints it.
@@ -152,26 +153,31 @@ func printJSON(w io.Writer, els []electionJSON, one bool) error {
 	}{els})
 }
 
+// printTable prints ids, keys and names as etcd holds them only when they
+// are one printable line, else quoted with Go's escapes: a value written
+// by another tool, or before --id was checked, must not forge a row or
+// send escape sequences to the terminal (--json escapes them its own way).
 func printTable(w io.Writer, els []electionJSON) error {
+	q := oneline.Quote
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ELECTION\tROLE\tID\tREV\tTTL\tKEY")
 	for _, e := range els {
 		if e.Leader == nil {
-			fmt.Fprintf(tw, "%s\t(no leader)\t\t\t\t\n", e.Election)
+			fmt.Fprintf(tw, "%s\t(no leader)\t\t\t\t\n", q(e.Election))
 			continue
 		}
 		l := e.Leader
-		fmt.Fprintf(tw, "%s\tleader\t%s\t%d\t%ds\t%s\n", e.Election, l.ID, l.Rev, *l.TTL, l.Key)
+		fmt.Fprintf(tw, "%s\tleader\t%s\t%d\t%ds\t%s\n", q(e.Election), q(l.ID), l.Rev, *l.TTL, q(l.Key))
 		for i, c := range e.Waiting {
-			fmt.Fprintf(tw, "%s\twaiting %d\t%s\t%d\t\t%s\n", e.Election, i+1, c.ID, c.Rev, c.Key)
+			fmt.Fprintf(tw, "%s\twaiting %d\t%s\t%d\t\t%s\n", q(e.Election), i+1, q(c.ID), c.Rev, q(c.Key))
 		}
 	}
 	for _, e := range els {
 		if e.Older > 0 {
-			fmt.Fprintf(tw, "%s\t(%d older term(s) whose lease lives: the leader waits for them)\t\t\t\t\n", e.Election, e.Older)
+			fmt.Fprintf(tw, "%s\t(%d older term(s) whose lease lives: the leader waits for them)\t\t\t\t\n", q(e.Election), e.Older)
 		}
 		if e.Skipped > 0 {
-			fmt.Fprintf(tw, "%s\t(%d key(s) skipped: no candidate's)\t\t\t\t\n", e.Election, e.Skipped)
+			fmt.Fprintf(tw, "%s\t(%d key(s) skipped: no candidate's)\t\t\t\t\n", q(e.Election), e.Skipped)
 		}
 	}
 	return tw.Flush()

@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlead/etcdlead/campaign"
 	"github.com/etcdlead/etcdlead/internal/etcdtest"
 	"github.com/etcdlead/etcdlead/internal/ops"
 )
@@ -119,6 +122,20 @@ func TestStatusAndResign(t *testing.T) {
 		t.Fatalf("after resign, status = %+v, want c2 leading, then c3, c1", el)
 	}
 	stopAll(t, e, cs...)
+	// The log names each thing for what it was: the predecessor waited on
+	// by its id, a resign as a step down on request rather than a loss,
+	// and the end of a term that never led as a revoke.
+	for n, want := range map[int]string{1: "id=c1", 2: "id=c2"} {
+		if line, _ := cs[n].log.find("waiting on predecessor"); !strings.Contains(line, want) {
+			t.Errorf("%s: %q does not name the predecessor (%s)", cs[n].name, line, want)
+		}
+	}
+	if cs[0].log.count("[INFO]  etcdlead: stepped down on request; child stopping") != 1 || cs[0].log.count("leadership lost") != 0 {
+		t.Errorf("c1's resign is not logged as a step down on request:\n%s", cs[0].log)
+	}
+	if cs[2].log.count("lease revoked") == 0 || cs[2].log.count("resigned") != 0 || cs[2].log.count("stepped down") != 0 {
+		t.Errorf("c3 never led, and its revoke is not logged as one:\n%s", cs[2].log)
+	}
 	if _, _, code := e.etcdleadCmd("status", "--election=probe"); code != 3 {
 		t.Fatalf("status with no leader: exit %d, want 3", code)
 	}
@@ -313,7 +330,8 @@ func TestHTTPStatusEndpoints(t *testing.T) {
 	}
 	_, metrics := httpGet(t, "http://"+a1+"/metrics")
 	for _, want := range []string{"etcdlead_is_leader 1", `etcdlead_leadership_changes_total{reason="elected"} 1`,
-		"etcdlead_child_starts_total 1", "etcdlead_renewal_duration_seconds_count"} {
+		"etcdlead_child_starts_total 1", "etcdlead_renewal_duration_seconds_count",
+		`etcdlead_info{election="probe",id="c1",version="`, "etcdlead_fence_firings_total 0", "go_goroutines "} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
@@ -321,8 +339,9 @@ func TestHTTPStatusEndpoints(t *testing.T) {
 	stopAll(t, e, c1, c2)
 }
 
-// Type=notify: READY=1 once campaigning, STATUS= with the role, and
-// WATCHDOG=1 while renewals succeed, through a socket the test opens.
+// Type=notify: READY=1 once campaigning, STATUS= with the role,
+// WATCHDOG=1 while renewals succeed, and STOPPING=1 when a stop begins,
+// through a socket the test opens.
 func TestSdNotify(t *testing.T) {
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
@@ -333,22 +352,71 @@ func TestSdNotify(t *testing.T) {
 	}
 	defer conn.Close()
 	c := e.start("sd", fast, e.probe(), "NOTIFY_SOCKET="+sock, "WATCHDOG_USEC=400000")
-	want := []string{"READY=1", "STATUS=leading", "WATCHDOG=1"}
 	buf := make([]byte, 4096)
 	deadline := time.Now().Add(safety)
 	var got []string
-	for len(want) > 0 {
-		_ = conn.SetReadDeadline(deadline)
-		n, err := conn.Read(buf)
-		if err != nil {
-			t.Fatalf("still waiting for %q; got %q: %v", want[0], got, err)
-		}
-		msg := string(buf[:n])
-		got = append(got, msg)
-		if strings.HasPrefix(msg, want[0]) {
-			want = want[1:]
+	await := func(want ...string) {
+		t.Helper()
+		for len(want) > 0 {
+			_ = conn.SetReadDeadline(deadline)
+			n, err := conn.Read(buf)
+			if err != nil {
+				t.Fatalf("still waiting for %q; got %q: %v", want[0], got, err)
+			}
+			msg := string(buf[:n])
+			got = append(got, msg)
+			if strings.HasPrefix(msg, want[0]) {
+				want = want[1:]
+			}
 		}
 	}
+	await("READY=1", "STATUS=leading", "WATCHDOG=1")
 	c.signal(t, syscall.SIGTERM)
-	c.exit(t)
+	await("STOPPING=1", "STATUS=stopping")
+	// The child's status, passed through: README.md's unit lists it in
+	// SuccessExitStatus= (TestReadmeSystemdUnitVerifies).
+	if code := c.exit(t); code != 143 {
+		t.Errorf("exit %d after systemd's SIGTERM, want the child's 143", code)
+	}
+}
+
+// A candidate's id as etcd holds it may have been written by another tool:
+// status's table and resign's lines print it on one line, escaped, so it
+// can neither forge rows nor reach the terminal as escape sequences; --json
+// keeps the value itself.
+func TestStatusAndResignEscapeForgedValues(t *testing.T) {
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	e := newEnv(t, cluster.Endpoints())
+	cli := cluster.Client(t)
+	lease, err := cli.Grant(ctxT(t), 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const forged = "web-9/1\nforged    leader     evil/1  1  15s  etcdlead/x\x1b[2J"
+	l, err := campaign.NewLayout(e.prefix, "forged")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctxT(t), l.QueueKey(lease.ID), forged, clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code := e.etcdleadCmd("status", "--election=forged")
+	if code != 0 {
+		t.Fatalf("status: exit %d, %s", code, errs)
+	}
+	if lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n"); len(lines) != 2 || strings.ContainsRune(out, 0x1b) ||
+		!strings.Contains(lines[1], `"web-9/1\nforged    leader     evil/1  1  15s  etcdlead/x\x1b[2J"`) {
+		t.Errorf("status printed the forged id raw, or as more than one row:\n%s", out)
+	}
+	if el := e.status(t, "forged"); el.Leader == nil || el.Leader.ID != forged {
+		t.Errorf("status --json lost the value: %+v", el.Leader)
+	}
+	_, errs, code = e.etcdleadCmd("resign", "--election=forged", "--id=web-9/1")
+	if code != 3 || strings.Count(errs, "\n") != 1 || strings.ContainsRune(errs, 0x1b) {
+		t.Errorf("resign --id of another: exit %d, want 3 and one clean line:\n%s", code, errs)
+	}
+	_, errs, code = e.etcdleadCmd("resign", "--election=forged", "--timeout=200ms")
+	if code != 125 || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, `"web-9/1\nforged`) {
+		t.Errorf("resign of a leader that does not answer: exit %d, want 125 and one clean line:\n%s", code, errs)
+	}
 }

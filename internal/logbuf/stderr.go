@@ -16,7 +16,8 @@ var stderr = sync.OnceValue(func() *Writer { return New(os.Stderr, 0) })
 func Stderr() *Writer { return stderr() }
 
 // Logger is an hclog.Logger with opts whose output is Stderr; the notice of
-// dropped lines takes the logger's format and name.
+// dropped lines takes the logger's format and name. Each record is one
+// line, and durations read as "15s" in both formats (see records).
 func Logger(opts hclog.LoggerOptions) hclog.Logger { return logger(Stderr(), opts) }
 
 func logger(w *Writer, opts hclog.LoggerOptions) hclog.Logger {
@@ -30,7 +31,7 @@ func logger(w *Writer, opts hclog.LoggerOptions) hclog.Logger {
 		return b.Bytes()
 	})
 	opts.Output = w
-	return hclog.New(&opts)
+	return records{hclog.New(&opts), opts.JSONFormat}
 }
 
 // Flush flushes Stderr for at most timeout: see Writer.Flush.

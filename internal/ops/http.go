@@ -37,15 +37,16 @@ func (m *Monitor) Snapshot() Instance {
 }
 
 // Serve listens at once, so a bad address fails the start, and serves
-// until the returned close function is called.
-func Serve(addr string, m *Monitor) (func(), error) {
+// until the returned close function is called. It returns the address it
+// listens on, with the port the system chose for port 0.
+func Serve(addr string, m *Monitor) (string, func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("--status-addr: %v", err)
+		return "", nil, fmt.Errorf("--status-addr: %v", err)
 	}
 	srv := &http.Server{Handler: Handler(m), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	return func() { _ = srv.Close() }, nil
+	return ln.Addr().String(), func() { _ = srv.Close() }, nil
 }
 
 // Handler serves /healthz, /leader, /status and /metrics for m.
@@ -63,7 +64,7 @@ func Handler(m *Monitor) http.Handler {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(m.Snapshot())
 	})
-	mux.Handle("/metrics", promhttp.HandlerFor(m.m.reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(m.registry(), promhttp.HandlerOpts{}))
 	return mux
 }
 

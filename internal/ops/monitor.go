@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/etcdlead/etcdlead/internal/oneline"
 )
 
 // Roles of this instance, as /status, STATUS= and the logs name them.
@@ -18,6 +21,30 @@ const (
 	RoleStopping    = "stopping"
 )
 
+// Reasons a term ends (or is won), the values of
+// etcdlead_leadership_changes_total{reason}: a fixed set, so each series
+// exists from the start and no error text becomes a label.
+const (
+	ReasonElected     = "elected"
+	ReasonExited      = "exited"       // the command ended by itself
+	ReasonStopped     = "stopped"      // a stop signal
+	ReasonTimeout     = "timeout"      // --timeout
+	ReasonResigned    = "resigned"     // stepped down on an operator's request
+	ReasonKeyDeleted  = "key-deleted"  // lost: the queue key was deleted
+	ReasonKeyReplaced = "key-replaced" // lost: the queue key was put again
+	ReasonLeaseLost   = "lease-lost"   // lost: etcd ended the lease
+	ReasonFenced      = "fenced"       // lost: the keeper's fence stopped the command
+	ReasonLost        = "lost"         // lost in another way
+	ReasonRefused     = "refused"      // etcd refused what the term needs
+	ReasonPastFence   = "past-fence"   // won too late to start the command
+	ReasonStartFailed = "start-failed"
+	ReasonKeeperLost  = "keeper-lost"
+)
+
+var reasons = []string{ReasonElected, ReasonExited, ReasonStopped, ReasonTimeout, ReasonResigned,
+	ReasonKeyDeleted, ReasonKeyReplaced, ReasonLeaseLost, ReasonFenced, ReasonLost, ReasonRefused,
+	ReasonPastFence, ReasonStartFailed, ReasonKeeperLost}
+
 // Monitor is what this instance knows about itself, for /healthz, /leader,
 // /status, /metrics and systemd. The campaign reports renewals to it; the
 // runner reports transitions.
@@ -26,6 +53,7 @@ type Monitor struct {
 	ttl          time.Duration
 	notify       func(state string) // sd_notify, or a no-op
 	ready        sync.Once
+	runtime      sync.Once // the Go and process collectors, once served
 
 	mu       sync.Mutex
 	role     string
@@ -41,6 +69,7 @@ type Monitor struct {
 
 type metrics struct {
 	reg        *prometheus.Registry
+	info       *prometheus.GaugeVec
 	isLeader   prometheus.Gauge
 	changes    *prometheus.CounterVec
 	renewal    prometheus.Histogram
@@ -54,6 +83,8 @@ type metrics struct {
 func newMetrics() metrics {
 	m := metrics{
 		reg: prometheus.NewRegistry(),
+		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "etcdlead_info",
+			Help: "1, labelled with this instance's election, id and etcdlead's version."}, []string{"election", "id", "version"}),
 		isLeader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcdlead_is_leader",
 			Help: "1 while this instance leads and its command runs."}),
 		changes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdlead_leadership_changes_total",
@@ -71,17 +102,34 @@ func newMetrics() metrics {
 		exits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdlead_child_exits_total",
 			Help: "Commands ended, by exit code."}, []string{"code"}),
 	}
-	m.reg.MustRegister(m.isLeader, m.changes, m.renewal, m.renewFails, m.fences, m.barrier, m.starts, m.exits)
+	m.reg.MustRegister(m.info, m.isLeader, m.changes, m.renewal, m.renewFails, m.fences, m.barrier, m.starts, m.exits)
+	// A counter that first appears at its first event reads as absent, not
+	// as zero, to rate() and to alerts on it.
+	for _, r := range reasons {
+		m.changes.WithLabelValues(r)
+	}
 	return m
 }
 
-// New returns the monitor of one candidate; notify receives sd_notify
-// states (Notify, or nil for none).
-func New(election, id string, ttl time.Duration, notify func(string)) *Monitor {
+// New returns the monitor of one candidate of etcdlead version; notify
+// receives sd_notify states (Notify, or nil for none).
+func New(election, id, version string, ttl time.Duration, notify func(string)) *Monitor {
 	if notify == nil {
 		notify = func(string) {}
 	}
-	return &Monitor{election: election, id: id, ttl: ttl, notify: notify, role: RoleStarting, m: newMetrics()}
+	m := &Monitor{election: election, id: id, ttl: ttl, notify: notify, role: RoleStarting, m: newMetrics()}
+	m.m.info.WithLabelValues(election, id, version).Set(1)
+	return m
+}
+
+// registry is the registry that /metrics serves. The Go and process
+// collectors join it only here, so an instance without --status-addr
+// keeps none of their state.
+func (m *Monitor) registry() *prometheus.Registry {
+	m.runtime.Do(func() {
+		m.m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	})
+	return m.m.reg
 }
 
 // Renewed implements campaign.Observer.
@@ -116,16 +164,24 @@ func (m *Monitor) SetRole(role string) {
 	changed := m.role != role
 	m.role = role
 	m.mu.Unlock()
-	if changed {
-		m.notify("STATUS=" + role + " " + m.election + " as " + m.id)
+	if !changed {
+		return
 	}
+	if role == RoleStopping {
+		// systemd shows "deactivating" from now on, also when the stop
+		// was not its own (a signal from elsewhere).
+		m.notify("STOPPING=1")
+	}
+	// One line whatever the id: sd_notify reads each line of a message as
+	// a variable of its own, so a newline could set MAINPID= or READY=.
+	m.notify("STATUS=" + role + " " + oneline.Quote(m.election) + " as " + oneline.Quote(m.id))
 }
 
 func (m *Monitor) Elected(key string, rev, lease int64) {
 	m.mu.Lock()
 	m.key, m.rev, m.lease = key, rev, lease
 	m.mu.Unlock()
-	m.m.changes.WithLabelValues("elected").Inc()
+	m.m.changes.WithLabelValues(ReasonElected).Inc()
 }
 
 func (m *Monitor) ChildStarted(pid int) {
@@ -170,4 +226,4 @@ func (m *Monitor) Leading() bool {
 }
 
 // Say sends a free-form status line to systemd.
-func (m *Monitor) Say(status string) { m.notify("STATUS=" + status) }
+func (m *Monitor) Say(status string) { m.notify("STATUS=" + oneline.Quote(status)) }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +20,7 @@ func get(t *testing.T, h http.Handler, path string) (int, string) {
 
 // /leader answers 200 only while a term is held and its child runs.
 func TestLeaderOnlyWhileChildRuns(t *testing.T) {
-	m := New("jobs", "c1", 10*time.Second, nil)
+	m := New("jobs", "c1", "v1.2.3", 10*time.Second, nil)
 	h := Handler(m)
 	step := func(what string, want int) {
 		t.Helper()
@@ -43,7 +44,7 @@ func TestLeaderOnlyWhileChildRuns(t *testing.T) {
 // /healthz and the watchdog: healthy only after contact with etcd, and not
 // while renewals fail.
 func TestHealthFollowsEtcdContact(t *testing.T) {
-	m := New("jobs", "c1", 10*time.Second, nil)
+	m := New("jobs", "c1", "v1.2.3", 10*time.Second, nil)
 	h := Handler(m)
 	if code, _ := get(t, h, "/healthz"); code != http.StatusServiceUnavailable || m.Healthy() {
 		t.Errorf("healthy before any contact with etcd (%d)", code)
@@ -66,7 +67,7 @@ func TestHealthFollowsEtcdContact(t *testing.T) {
 // role change once.
 func TestStatusAndNotify(t *testing.T) {
 	var sent []string
-	m := New("jobs", "c1", 10*time.Second, func(s string) { sent = append(sent, s) })
+	m := New("jobs", "c1", "v1.2.3", 10*time.Second, func(s string) { sent = append(sent, s) })
 	m.Queued("p/jobs/1")
 	m.Queued("p/jobs/1")
 	m.Elected("p/jobs/1", 7, 0x1f)
@@ -87,8 +88,61 @@ func TestStatusAndNotify(t *testing.T) {
 	}
 }
 
+// A stop sends STOPPING=1 once, and no value makes a message more than one
+// line: sd_notify would read a second line as a variable of its own.
+func TestNotifyStoppingAndOneLine(t *testing.T) {
+	var sent []string
+	m := New("jobs", "c1\nMAINPID=1\x1b[2J", "v1.2.3", 10*time.Second, func(s string) { sent = append(sent, s) })
+	m.Queued("p/jobs/1")
+	m.Say("etcd says:\nREADY=1")
+	m.SetRole(RoleStopping)
+	m.SetRole(RoleStopping)
+	stopping := 0
+	for _, s := range sent {
+		if strings.ContainsAny(s, "\n\r\x1b") {
+			t.Errorf("notified %q: more than one clean line", s)
+		}
+		if s == "STOPPING=1" {
+			stopping++
+		}
+	}
+	if stopping != 1 {
+		t.Errorf("STOPPING=1 sent %d times, want once; sent %q", stopping, sent)
+	}
+	if want := `STATUS=stopping jobs as "c1\nMAINPID=1\x1b[2J"`; sent[len(sent)-1] != want {
+		t.Errorf("last message %q, want %q", sent[len(sent)-1], want)
+	}
+}
+
+// Before any event: etcdlead_info, every counter at zero (each reason of
+// leadership changes too), and the Go and process collectors.
+func TestMetricsBeforeAnyEvent(t *testing.T) {
+	m := New("jobs", "c1", "v1.2.3", 10*time.Second, nil)
+	mfs, err := m.m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if !strings.HasPrefix(mf.GetName(), "etcdlead_") {
+			t.Errorf("%s is collected before /metrics is served", mf.GetName())
+		}
+	}
+	code, body := get(t, Handler(m), "/metrics")
+	want := []string{`etcdlead_info{election="jobs",id="c1",version="v1.2.3"} 1`,
+		"etcdlead_renewal_failures_total 0", "etcdlead_fence_firings_total 0", "etcdlead_barrier_waits_total 0",
+		"etcdlead_child_starts_total 0", "etcdlead_is_leader 0", "go_goroutines ", "process_resident_memory_bytes "}
+	for _, r := range reasons {
+		want = append(want, `etcdlead_leadership_changes_total{reason="`+r+`"} 0`)
+	}
+	for _, w := range want {
+		if code != http.StatusOK || !strings.Contains(body, w) {
+			t.Errorf("/metrics (%d) lacks %q", code, w)
+		}
+	}
+}
+
 func TestMetricsServed(t *testing.T) {
-	m := New("jobs", "c1", 10*time.Second, nil)
+	m := New("jobs", "c1", "v1.2.3", 10*time.Second, nil)
 	m.Elected("p/jobs/1", 7, 1)
 	m.ChildStarted(42)
 	code, body := get(t, Handler(m), "/metrics")
@@ -101,13 +155,34 @@ func TestMetricsServed(t *testing.T) {
 
 // A bad address fails at start, naming the flag.
 func TestServeRefusesBadAddress(t *testing.T) {
-	m := New("jobs", "c1", 10*time.Second, nil)
-	if _, err := Serve("127.0.0.1:99999", m); err == nil || !strings.Contains(err.Error(), "--status-addr") {
+	m := New("jobs", "c1", "v1.2.3", 10*time.Second, nil)
+	if _, _, err := Serve("127.0.0.1:99999", m); err == nil || !strings.Contains(err.Error(), "--status-addr") {
 		t.Errorf("Serve with a bad port: %v", err)
 	}
-	stop, err := Serve("127.0.0.1:0", m)
+	addr, stop, err := Serve("127.0.0.1:0", m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop()
+	defer stop()
+	if strings.HasSuffix(addr, ":0") {
+		t.Errorf("Serve on port 0 says it listens on %s, not the port it got", addr)
+	}
+	resp, err := http.Get("http://" + addr + "/healthz")
+	if err != nil {
+		t.Fatalf("nothing answers at the address Serve returned: %v", err)
+	}
+	resp.Body.Close()
+}
+
+// README.md lists every reason of etcdlead_leadership_changes_total.
+func TestReadmeListsEveryReason(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range reasons {
+		if !strings.Contains(string(b), "`"+r+"`") {
+			t.Errorf("README.md does not list the reason `%s`", r)
+		}
+	}
 }

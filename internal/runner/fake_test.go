@@ -227,6 +227,25 @@ type rig struct {
 	sigs    chan os.Signal
 	cancel  context.CancelFunc
 	out     chan *Outcome
+	log     *logLines // the runner's log, as text
+}
+
+// logLines is a log output that a test may read while the runner writes.
+type logLines struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logLines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func baseConfig() Config {
@@ -249,12 +268,13 @@ func fails(err error) func(int) (*Term, error) {
 }
 
 func newRig(t *testing.T, cfg Config, setup func(g *rig) []func(int) (*Term, error)) *rig {
-	g := &rig{j: newJournal(), sigs: make(chan os.Signal, 4), out: make(chan *Outcome, 1)}
+	g := &rig{j: newJournal(), sigs: make(chan os.Signal, 4), out: make(chan *Outcome, 1), log: &logLines{}}
 	g.camp = &fakeCampaigner{j: g.j}
 	g.keepers = &fakeKeepers{j: g.j}
 	g.camp.answers = setup(g)
-	mon := ops.New(cfg.Election, cfg.ID, cfg.Timing.TTL, nil)
-	r := New(cfg, g.camp, g.keepers, signals.Fake(g.sigs), mon, hclog.NewNullLogger())
+	mon := ops.New(cfg.Election, cfg.ID, "test", cfg.Timing.TTL, nil)
+	log := hclog.New(&hclog.LoggerOptions{Output: g.log, Level: hclog.Info})
+	r := New(cfg, g.camp, g.keepers, signals.Fake(g.sigs), mon, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel
 	t.Cleanup(cancel)

@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/etcdlead/etcdlead/campaign"
@@ -35,14 +34,14 @@ func (r *Runner) lead(ctx context.Context, term *Term) *Outcome {
 			// Frozen or delayed between the confirmation and the fork: the
 			// lease may end before the child could be stopped in order.
 			// No child ran, so the term is lost, not failed.
-			r.mon.TermEnded("past-fence")
+			r.mon.TermEnded(ops.ReasonPastFence)
 			r.log.Warn("term lost before the child started; campaigning again", "error", err)
 			return nil
 		case errors.As(err, &execErr):
-			r.mon.TermEnded("start-failed")
+			r.mon.TermEnded(ops.ReasonStartFailed)
 			return end(ExecFailed, execErr.Code, execErr)
 		}
-		r.mon.TermEnded("start-failed")
+		r.mon.TermEnded(ops.ReasonStartFailed)
 		return end(Failed, 0, err)
 	}
 	elected := time.Now()
@@ -86,7 +85,7 @@ func (r *Runner) lead(ctx context.Context, term *Term) *Outcome {
 				child.Stop(r.cfg.KillSignal)
 				trace.Mark("runner.stop-sent")
 				st.lost = err
-				r.log.Warn("leadership lost; child stopping", "reason", err, "signal", signals.Name(r.cfg.KillSignal))
+				r.logTermEnd(err, "child stopping", "signal", signals.Name(r.cfg.KillSignal))
 			}
 		case <-timeout:
 			if st.stopped || st.lost != nil {
@@ -116,29 +115,33 @@ func (r *Runner) lead(ctx context.Context, term *Term) *Outcome {
 func (r *Runner) afterChild(res supervisor.Result, st termState) *Outcome {
 	switch {
 	case st.stopped:
-		r.mon.TermEnded("stopped")
+		r.mon.TermEnded(ops.ReasonStopped)
 		return end(Stopped, res.Code, nil)
 	case st.timedOut:
-		r.mon.TermEnded("timeout")
+		r.mon.TermEnded(ops.ReasonTimeout)
 		return end(TimedOut, res.Code, nil)
 	case campaign.Permanent(st.lost):
 		// etcd refuses what the term needs (a permission taken away):
 		// campaigning again would only lose again.
-		r.mon.TermEnded("refused")
+		r.mon.TermEnded(ops.ReasonRefused)
 		return end(Refused, 0, st.lost)
 	case res.Reason == supervisor.ReasonFenced || st.lost != nil:
 		reason := lostReason(st.lost, res)
 		r.mon.TermEnded(reason)
 		if r.cfg.Once {
-			r.log.Warn("leadership lost while the command ran; exiting (--once)", "reason", reason)
+			if reason == ops.ReasonResigned {
+				r.log.Info("stepped down on request while the command ran; exiting (--once)")
+			} else {
+				r.log.Warn("leadership lost while the command ran; exiting (--once)", "reason", reason)
+			}
 			return end(LostOnce, res.Code, nil)
 		}
 		return nil
 	case res.Reason == supervisor.ReasonKeeperLost:
-		r.mon.TermEnded("keeper-lost")
+		r.mon.TermEnded(ops.ReasonKeeperLost)
 		return end(KeeperLost, res.Code, errors.New("the keeper process died; the child and every process it left were killed"))
 	}
-	r.mon.TermEnded("exited")
+	r.mon.TermEnded(ops.ReasonExited)
 	if r.cfg.Restart == RestartAlways || (r.cfg.Restart == RestartOnFailure && res.Code != 0) {
 		r.log.Info("campaigning again (--restart)", "restart", r.cfg.Restart, "status", res.Code)
 		return nil
@@ -149,17 +152,27 @@ func (r *Runner) afterChild(res supervisor.Result, st termState) *Outcome {
 func lostReason(lost error, res supervisor.Result) string {
 	switch {
 	case errors.Is(lost, campaign.ErrResigned):
-		return "resigned"
+		return ops.ReasonResigned
 	case errors.Is(lost, campaign.ErrKeyDeleted):
-		return "key-deleted"
+		return ops.ReasonKeyDeleted
 	case errors.Is(lost, campaign.ErrKeyReplaced):
-		return "key-replaced"
+		return ops.ReasonKeyReplaced
 	case errors.Is(lost, campaign.ErrLeaseLost):
-		return "lease-lost"
+		return ops.ReasonLeaseLost
 	case res.Reason == supervisor.ReasonFenced:
-		return "fenced"
+		return ops.ReasonFenced
 	}
-	return fmt.Sprint("lost: ", lost)
+	return ops.ReasonLost
+}
+
+// logTermEnd says why a held term ended: an operator's resign is a step
+// down on request, not a loss.
+func (r *Runner) logTermEnd(err error, what string, args ...any) {
+	if errors.Is(err, campaign.ErrResigned) {
+		r.log.Info("stepped down on request; "+what, args...)
+		return
+	}
+	r.log.Warn("leadership lost; "+what, append([]any{"reason", err}, args...)...)
 }
 
 // holdRest keeps leadership until --hold-at-least has passed since the
@@ -181,7 +194,7 @@ func (r *Runner) holdRest(held <-chan error, elected time.Time) bool {
 		case <-t.C:
 			return false
 		case err := <-held:
-			r.log.Warn("leadership lost while holding", "reason", err)
+			r.logTermEnd(err, "while holding")
 			return true
 		case s := <-r.sigs.C:
 			if r.onSignal(s, signals.Holding, nil) == signals.Exit {

@@ -3,6 +3,7 @@ package runner
 import (
 	"errors"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -40,6 +41,30 @@ func TestLostTermStopsChildFirstThenCampaignsAgain(t *testing.T) {
 	g.j.waitFor(t, "campaign", 2)
 	g.j.before(t, "child exited", "revoke")
 	g.j.before(t, "revoke", "campaign cancelled")
+	g.sigs <- syscall.SIGTERM
+	wantOutcome(t, g.outcome(t), Stopped, 0)
+}
+
+// The log names a term's end for what it was: an operator's resign is a
+// step down on request, not a loss; a deleted key is a loss.
+func TestTermEndNamedInLog(t *testing.T) {
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Term, error) {
+		g.keepers.obeys = true
+		return []func(int) (*Term, error){g.wins(), g.wins()}
+	})
+	g.keepers.child(t, 0)
+	g.terms[0].lose <- campaign.ErrResigned
+	g.keepers.child(t, 1)
+	resign := g.log.String()
+	if !strings.Contains(resign, "[INFO]  stepped down on request; child stopping") || strings.Contains(resign, "leadership lost") {
+		t.Errorf("a resign is not logged as a step down on request:\n%s", resign)
+	}
+	g.terms[1].lose <- campaign.ErrKeyDeleted
+	g.j.waitFor(t, "campaign", 3)
+	lost := strings.TrimPrefix(g.log.String(), resign)
+	if !strings.Contains(lost, "[WARN]  leadership lost; child stopping") {
+		t.Errorf("a deleted key is not logged as leadership lost:\n%s", lost)
+	}
 	g.sigs <- syscall.SIGTERM
 	wantOutcome(t, g.outcome(t), Stopped, 0)
 }
