@@ -85,7 +85,15 @@ func (r *Runner) campaignFailed(err error) *Outcome {
 
 // pause waits out a backoff; a stop signal or ctx ends it.
 func (r *Runner) pause(ctx context.Context, d time.Duration) error {
-	r.log.Info("backing off", "delay", d)
+	if r.waitUntil.IsZero() {
+		r.log.Info("backing off", "delay", d)
+	} else {
+		// A backoff drawn late in --wait ends with it: the next campaign
+		// then finds the wait over and says so.
+		left := max(0, time.Until(r.waitUntil))
+		d = min(d, left)
+		r.log.Info("backing off", "delay", d, "wait_left", left)
+	}
 	r.mon.SetRole(ops.RoleBackingOff)
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -2,10 +2,12 @@ package runner
 
 import (
 	"errors"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -226,4 +228,29 @@ func TestHoldAtLeastKeepsTermUntilStopped(t *testing.T) {
 	wantOutcome(t, g.outcome(t), ChildExited, 0)
 	g.j.before(t, "child exited", "revoke")
 	g.j.before(t, "hold returned", "revoke")
+}
+
+// A backoff never outlasts --wait: a campaign that fails late in the wait
+// must not push the run's end past it by a backoff drawn in full
+// (TestUnreachableRetriedUntilWaitEnds in internal/e2e ran past its bound
+// when it did).
+func TestBackoffEndsWithWait(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Wait = 100 * time.Millisecond // below the first backoff's least draw
+	g := newRig(t, cfg, func(*rig) []func(int) (*Term, error) {
+		return []func(int) (*Term, error){fails(errors.New("transient"))}
+	})
+	if o := g.outcome(t); o.Kind != NotLeader && o.Kind != Unreachable {
+		t.Fatalf("outcome %+v, want the wait's end", o)
+	}
+	m := regexp.MustCompile(`backing off: delay=(\S+) wait_left=`).FindAllStringSubmatch(g.log.String(), -1)
+	if len(m) == 0 {
+		t.Fatalf("no backoff logged:\n%s", g.log)
+	}
+	for _, x := range m {
+		d, err := time.ParseDuration(x[1])
+		if err != nil || d > cfg.Wait {
+			t.Fatalf("backed off %s with --wait %s:\n%s", x[1], cfg.Wait, g.log)
+		}
+	}
 }
