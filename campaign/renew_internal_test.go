@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -94,6 +95,16 @@ func (r *renewals) current() *keepAliveStream {
 	return r.cur
 }
 
+// awaitTurnFree waits until no send holds the turn.
+func awaitTurnFree(t *testing.T, r *renewals) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); len(r.turn) > 0; runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatal("the send kept its turn")
+		}
+	}
+}
+
 type renewResult struct {
 	at  time.Duration
 	ttl int64
@@ -138,6 +149,10 @@ func TestRenewalAnswersCreditedInOrder(t *testing.T) {
 	gone, leave := context.WithCancel(context.Background())
 	abandoned := renewAsync(r, gone, L, time.Hour, now)
 	f.awaitSend(t, L)
+	// The turn comes back only once the write has returned: a caller that
+	// leaves while its write is still under way (it may be stuck) ends the
+	// stream, and one that leaves after must not.
+	awaitTurnFree(t, r)
 	leave()
 	if res := awaitRenew(t, abandoned); !errors.Is(res.err, context.Canceled) {
 		t.Fatalf("abandoned renewal = %+v, want context.Canceled", res)
