@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"os"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -14,15 +15,20 @@ import (
 // keeps an idle keeper asleep instead of polling the clock.
 type bootTimer struct {
 	fd int
+	f  *os.File // fd, read through the runtime's poller
 	C  chan struct{}
 }
 
+// newBootTimer opens the timer non-blocking, so that its reader waits in
+// the runtime's poller: a read blocked in the kernel would hold the
+// keeper's one P (keeper_linux.go) after each firing, and the loop it
+// just woke could not run until the runtime took the P back.
 func newBootTimer() (*bootTimer, error) {
-	fd, err := unix.TimerfdCreate(unix.CLOCK_BOOTTIME, unix.TFD_CLOEXEC)
+	fd, err := unix.TimerfdCreate(unix.CLOCK_BOOTTIME, unix.TFD_CLOEXEC|unix.TFD_NONBLOCK)
 	if err != nil {
 		return nil, err
 	}
-	t := &bootTimer{fd: fd, C: make(chan struct{}, 1)}
+	t := &bootTimer{fd: fd, f: os.NewFile(uintptr(fd), "timerfd"), C: make(chan struct{}, 1)}
 	go t.read()
 	return t, nil
 }
@@ -30,10 +36,7 @@ func newBootTimer() (*bootTimer, error) {
 func (t *bootTimer) read() {
 	buf := make([]byte, 8)
 	for {
-		if _, err := unix.Read(t.fd, buf); err != nil {
-			if err == unix.EINTR || err == unix.EAGAIN {
-				continue
-			}
+		if _, err := t.f.Read(buf); err != nil {
 			return // closed
 		}
 		select {
@@ -53,7 +56,7 @@ func (t *bootTimer) at(d time.Duration) {
 	_ = unix.TimerfdSettime(t.fd, unix.TFD_TIMER_ABSTIME, &spec, nil)
 }
 
-func (t *bootTimer) close() { unix.Close(t.fd) }
+func (t *bootTimer) close() { t.f.Close() }
 
 // fenceClock wakes the keeper when the fence may be due: a boot-clock
 // timer, or a tick where the kernel has none.

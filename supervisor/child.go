@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -313,6 +314,11 @@ func (c *Child) wait(k *keeperProc, status *bufio.Scanner) {
 				trace.Mark("supervisor.exit-report")
 				c.publish(Result{Code: code, Reason: Reason(f[2])})
 				published = true
+				// Let the term loop that publish woke take the revoke
+				// out first: the wait below blocks in the kernel, and
+				// while it holds etcdlead's one P (main.go) nothing else
+				// runs until the runtime takes the P back.
+				runtime.Gosched()
 			}
 		}
 	}

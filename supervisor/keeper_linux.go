@@ -131,6 +131,10 @@ func RunKeeper(args []string) int {
 	// them, or the supervisor could not see the keeper's death as EOF.
 	syscall.CloseOnExec(ctrlFD)
 	syscall.CloseOnExec(statusFD)
+	// Read through the runtime's poller: a read blocked in the kernel would
+	// hold the keeper's one P after each message, and the loop the message
+	// woke could not run until the runtime took the P back.
+	_ = unix.SetNonblock(ctrlFD, true)
 	ctrl := os.NewFile(ctrlFD, "ctrl")
 
 	// Orphans of the child's tree, in whatever group or session, are
