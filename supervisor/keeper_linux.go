@@ -244,6 +244,10 @@ func runChild(kc keeperConfig, tty bool, started chan<- startResult, reaped chan
 	trace.MarkInt("keeper.forked", "pid", int64(cmd.Process.Pid))
 	started <- startResult{pid: cmd.Process.Pid}
 	defer close(reaped)
+	// Wait4 blocks in the kernel and holds the keeper's one P until the
+	// runtime takes it back; each yield below lets the loop just woken
+	// (started, reaped) run first.
+	runtime.Gosched()
 	for {
 		var ws syscall.WaitStatus
 		pid, err := syscall.Wait4(-1, &ws, unix.WALL, nil)
@@ -255,6 +259,7 @@ func runChild(kc keeperConfig, tty bool, started chan<- startResult, reaped chan
 		}
 		trace.MarkInt("keeper.reaped", "pid", int64(pid))
 		reaped <- reapEvent{pid: pid, status: ws}
+		runtime.Gosched()
 	}
 }
 
