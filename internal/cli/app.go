@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"runtime/debug"
 	"time"
 
@@ -28,7 +29,7 @@ func appVersion() string {
 // newApp builds the CLI; args are the raw arguments, which run needs to see
 // where "--" stood.
 func newApp(args []string) *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:    "etcdlead",
 		Usage:   "run a command only while this process leads an election in etcd",
 		Version: appVersion(),
@@ -51,9 +52,17 @@ func newApp(args []string) *cli.App {
 			return cli.ShowAppHelp(c)
 		},
 	}
+	detachEnv(app)
+	return app
 }
 
+// badValue is how package flag words a value its Set refused.
+var badValue = regexp.MustCompile(`^invalid value "(.*)" for flag -([\w-]+): (.*)$`)
+
 func usageError(_ *cli.Context, err error, _ bool) error {
+	if m := badValue.FindStringSubmatch(err.Error()); m != nil {
+		return failf("--%s %q %s", m[2], m[1], m[3])
+	}
 	return failf("%v: see --help", err)
 }
 

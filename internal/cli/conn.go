@@ -21,43 +21,16 @@ const (
 	defaultDialTimeout = 5 * time.Second
 )
 
-// connectionFlags are global and also accepted after a subcommand. Only the
-// global copies read the environment: a variable must not outrank a flag
-// given on the command line before the subcommand (see pick).
-func connectionFlags() []cli.Flag { return withEnv(connectionFlagSet(), true) }
-
-// withEnv keeps or drops the flags' variables; dropped ones are still named
-// in the help text.
-func withEnv(flags []cli.Flag, keep bool) []cli.Flag {
-	if keep {
-		return flags
-	}
-	for _, f := range flags {
-		switch f := f.(type) {
-		case *cli.StringFlag:
-			f.Usage, f.EnvVars = envUsage(f.Usage, f.EnvVars), nil
-		case *cli.DurationFlag:
-			f.Usage, f.EnvVars = envUsage(f.Usage, f.EnvVars), nil
-		case *cli.BoolFlag:
-			f.Usage, f.EnvVars = envUsage(f.Usage, f.EnvVars), nil
-		}
-	}
-	return flags
-}
-
-func envUsage(usage string, vars []string) string {
-	if len(vars) == 0 {
-		return usage
-	}
-	return usage + " [$" + strings.Join(vars, ", $") + "]"
-}
+// connectionFlags are global and also accepted after a subcommand (see
+// given: the innermost wins).
+func connectionFlags() []cli.Flag { return connectionFlagSet() }
 
 func connectionFlagSet() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: flagEndpoints, Value: defaultEndpoints, EnvVars: []string{envEndpoints, envEtcdctlEndpoints},
 			Usage: "etcd endpoints, comma-separated, with or without http:// or https://"},
-		&cli.DurationFlag{Name: flagDialTimeout, Value: defaultDialTimeout, EnvVars: []string{envDialTimeout},
-			Usage: "bound on each attempt to reach etcd"},
+		durationFlag(cli.GenericFlag{Name: flagDialTimeout, EnvVars: []string{envDialTimeout},
+			Usage: "bound on each attempt to reach etcd"}, defaultDialTimeout),
 		&cli.StringFlag{Name: flagCACert, EnvVars: []string{envCACert, envEtcdctlCACert}, Usage: "CA bundle to verify etcd's certificate", TakesFile: true},
 		&cli.StringFlag{Name: flagCert, EnvVars: []string{envCert, envEtcdctlCert}, Usage: "client certificate for etcd", TakesFile: true},
 		&cli.StringFlag{Name: flagKey, EnvVars: []string{envKey, envEtcdctlKey}, Usage: "client certificate's private key", TakesFile: true},
@@ -75,30 +48,17 @@ func electionFlags() []cli.Flag {
 	return append([]cli.Flag{
 		&cli.StringFlag{Name: flagElection, EnvVars: []string{envElection}, Usage: "election name"},
 		&cli.StringFlag{Name: flagPrefix, Value: defaultPrefix, EnvVars: []string{envPrefix}, Usage: "key prefix of all elections"},
-	}, withEnv(connectionFlagSet(), false)...)
-}
-
-// pick returns the innermost context in which name was set, so a connection
-// flag given before the subcommand is not hidden by the subcommand's
-// default. The subcommand's copies have no variables, so a variable counts
-// only at the top, below any flag on the command line.
-func pick(c *cli.Context, name string) *cli.Context {
-	for _, x := range c.Lineage() {
-		if x.IsSet(name) {
-			return x
-		}
-	}
-	return c
+	}, connectionFlagSet()...)
 }
 
 func logOptions(c *cli.Context) (string, bool, error) {
-	level := strings.ToLower(pick(c, flagLogLevel).String(flagLogLevel))
+	level := strings.ToLower(optString(c, flagLogLevel))
 	switch level {
 	case "trace", "debug", "info", "warn", "error":
 	default:
 		return "", false, fmt.Errorf("--log-level %q is not a level: use trace, debug, info, warn or error", level)
 	}
-	switch f := pick(c, flagLogFormat).String(flagLogFormat); f {
+	switch f := optString(c, flagLogFormat); f {
 	case "text":
 		return level, false, nil
 	case "json":
@@ -111,24 +71,29 @@ func logOptions(c *cli.Context) (string, bool, error) {
 func parseConn(c *cli.Context) (etcdconn.Config, error) {
 	var cc etcdconn.Config
 	var err error
-	if cc.Endpoints, err = parseEndpoints(pick(c, flagEndpoints).String(flagEndpoints)); err != nil {
+	if cc.Endpoints, err = parseEndpoints(optString(c, flagEndpoints)); err != nil {
 		return cc, err
 	}
-	if cc.DialTimeout = pick(c, flagDialTimeout).Duration(flagDialTimeout); cc.DialTimeout <= 0 {
+	if cc.DialTimeout, _, err = optDuration(c, flagDialTimeout); err != nil {
+		return cc, err
+	}
+	if cc.DialTimeout <= 0 {
 		return cc, fmt.Errorf("--dial-timeout %s must be positive", cc.DialTimeout)
 	}
-	cc.CACert = pick(c, flagCACert).String(flagCACert)
-	cc.Cert = pick(c, flagCert).String(flagCert)
-	cc.Key = pick(c, flagKey).String(flagKey)
+	cc.CACert = optString(c, flagCACert)
+	cc.Cert = optString(c, flagCert)
+	cc.Key = optString(c, flagKey)
 	if (cc.Cert == "") != (cc.Key == "") {
 		return cc, errors.New("--cert and --key go together: give both or neither")
 	}
-	cc.InsecureTLS = pick(c, flagInsecureTLS).Bool(flagInsecureTLS)
-	cc.User = pick(c, flagUser).String(flagUser)
+	if cc.InsecureTLS, err = optBool(c, flagInsecureTLS); err != nil {
+		return cc, err
+	}
+	cc.User = optString(c, flagUser)
 	if u, p, ok := strings.Cut(cc.User, ":"); ok {
 		cc.User, cc.Password = u, p
 	}
-	if f := pick(c, flagPasswordFile).String(flagPasswordFile); f != "" {
+	if f := optString(c, flagPasswordFile); f != "" {
 		if cc.User == "" {
 			return cc, errors.New("--password-file was given without a user: set --user too")
 		}

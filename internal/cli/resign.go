@@ -25,7 +25,7 @@ func resignCommand() *cli.Command {
 			"the key and its create revision: the next leader still waits for the old lease.",
 		Flags: append(electionFlags(),
 			&cli.StringFlag{Name: flagID, Usage: "resign only if this id leads"},
-			&cli.DurationFlag{Name: flagResignTimeout, Value: 30 * time.Second, Usage: "how long the leader has to step down"},
+			durationFlag(cli.GenericFlag{Name: flagResignTimeout, Usage: "how long the leader has to step down"}, 30*time.Second),
 			&cli.BoolFlag{Name: flagForce, Usage: "after --timeout, delete the leader's key"},
 		),
 		OnUsageError: usageError,
@@ -37,11 +37,11 @@ func resignAction(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return failf("resign takes no arguments, got %q: see etcdlead resign --help", c.Args().First())
 	}
-	election := c.String(flagElection)
+	election := optString(c, flagElection)
 	if election == "" {
 		return failf("resign needs --election NAME")
 	}
-	l, err := campaign.NewLayout(c.String(flagPrefix), election)
+	l, err := campaign.NewLayout(optString(c, flagPrefix), election)
 	if err != nil {
 		return inFlags(err)
 	}
@@ -49,16 +49,20 @@ func resignAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.Duration(flagResignTimeout) <= 0 {
-		return failf("--timeout %s must be positive", c.Duration(flagResignTimeout))
+	timeout, _, err := optDuration(c, flagResignTimeout)
+	if err != nil {
+		return err
+	}
+	if timeout <= 0 {
+		return failf("--timeout %s must be positive", timeout)
 	}
 	cli, err := etcdconn.New(cc)
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	r := resigner{cli: cli, layout: l, timeout: c.Duration(flagResignTimeout), dial: cc.DialTimeout}
-	return r.resign(c.Context, c.String(flagID), c.Bool(flagForce))
+	r := resigner{cli: cli, layout: l, timeout: timeout, dial: cc.DialTimeout}
+	return r.resign(c.Context, optString(c, flagID), c.Bool(flagForce))
 }
 
 type resigner struct {

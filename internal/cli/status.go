@@ -57,11 +57,11 @@ func statusAction(c *cli.Context) error {
 	}
 	// One election's layout, or the prefix of all of them.
 	var one *campaign.Layout
-	prefix, err := campaign.NormalPrefix(c.String(flagPrefix))
+	prefix, err := campaign.NormalPrefix(optString(c, flagPrefix))
 	if err != nil {
 		return inFlags(err)
 	}
-	if election := c.String(flagElection); election != "" {
+	if election := optString(c, flagElection); election != "" {
 		l, err := campaign.NewLayout(prefix, election)
 		if err != nil {
 			return inFlags(err)

@@ -26,6 +26,9 @@ func (st termState) stopping() bool { return st.stopped || st.lost != nil || st.
 // group is gone before the lease is revoked. nil means campaign again.
 func (r *Runner) lead(ctx context.Context, term *Term) *Outcome {
 	defer term.Revoke()
+	if r.cfg.Won != nil {
+		r.cfg.Won()
+	}
 	r.mon.Elected(term.Key, term.Rev, term.Lease)
 	child, err := r.keepers.Start(term.Deadline(), r.termEnv(term))
 	if err != nil {
