@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -145,4 +146,14 @@ func parseEndpoints(s string) ([]string, error) {
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// etcdFailed words a failed request of an operator command. One that etcd
+// did not answer in time names where it was sent, the bound and, when the
+// client knows it, why no connection was made.
+func etcdFailed(what string, cc etcdconn.Config, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return failf("%s: etcd at %s not reached within --dial-timeout %s: %v", what, strings.Join(cc.Endpoints, ","), cc.DialTimeout, err)
+	}
+	return failf("%s: %v", what, err)
 }

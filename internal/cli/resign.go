@@ -61,7 +61,7 @@ func resignAction(c *cli.Context) error {
 		return err
 	}
 	defer cli.Close()
-	r := resigner{cli: cli, layout: l, timeout: timeout, dial: cc.DialTimeout}
+	r := resigner{cli: cli, layout: l, timeout: timeout, dial: cc.DialTimeout, conn: cc}
 	return r.resign(c.Context, optString(c, flagID), c.Bool(flagForce))
 }
 
@@ -69,6 +69,7 @@ type resigner struct {
 	cli           *clientv3.Client
 	layout        campaign.Layout
 	timeout, dial time.Duration
+	conn          etcdconn.Config // for messages
 }
 
 // bounded is a context for one request: each has --dial-timeout of its own,
@@ -82,7 +83,7 @@ func (r resigner) resign(ctx context.Context, id string, force bool) error {
 	defer cancel()
 	el, rev, err := campaign.ReadElection(rctx, r.cli, r.layout)
 	if err != nil {
-		return failf("resign: %v", err)
+		return etcdFailed("resign", r.conn, err)
 	}
 	p := r.layout.Prefix()
 	leader := el.Leader()
@@ -93,7 +94,7 @@ func (r resigner) resign(ctx context.Context, id string, force bool) error {
 		return withCode(exitNoLeader, fmt.Errorf("%s does not lead %s: %s does", id, p, leader.Value))
 	}
 	if _, err := r.cli.Put(rctx, r.layout.ResignKey(), string(leader.Key)); err != nil {
-		return failf("resign: %v", err)
+		return etcdFailed("resign", r.conn, err)
 	}
 	defer r.clearRequest(string(leader.Key))
 	gone, err := r.waitGone(ctx, string(leader.Key), rev+1)
@@ -115,7 +116,7 @@ func (r resigner) resign(ctx context.Context, id string, force bool) error {
 		If(clientv3.Compare(clientv3.CreateRevision(string(leader.Key)), "=", leader.CreateRevision)).
 		Then(clientv3.OpDelete(string(leader.Key))).Commit()
 	if err != nil {
-		return failf("resign --force: %v", err)
+		return etcdFailed("resign --force", r.conn, err)
 	}
 	if tx.Succeeded {
 		fmt.Printf("deleted the key of %s (%s); the next leader waits for its lease\n", leader.Value, leader.Key)

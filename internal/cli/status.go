@@ -81,7 +81,7 @@ func statusAction(c *cli.Context) error {
 	defer cancel()
 	els, err := readElections(ctx, cli, prefix, one)
 	if err != nil {
-		return failf("status: %v", err)
+		return etcdFailed("status", cc, err)
 	}
 	if c.Bool(flagJSON) {
 		err = printJSON(os.Stdout, els, one != nil)

@@ -64,7 +64,7 @@ func New(cc Config) (*clientv3.Client, error) {
 	if err := CheckEndpoints(cc.Endpoints); err != nil {
 		return nil, err
 	}
-	var unary []grpc.UnaryClientInterceptor
+	unary := []grpc.UnaryClientInterceptor{nameCause}
 	var stream []grpc.StreamClientInterceptor
 	tlsCfg, err := tlsConfig(cc)
 	if err != nil {
