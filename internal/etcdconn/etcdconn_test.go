@@ -192,11 +192,11 @@ func TestNewRefusesBadConfiguration(t *testing.T) {
 // is worded as its cause; a message without one is left alone.
 func TestConnCause(t *testing.T) {
 	for msg, want := range map[string]string{
-		`latest balancer error: connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:1: connect: connection refused"`: "connection refused at 127.0.0.1:1: is etcd running, and listening on that port?",
-		`latest balancer error: connection error: desc = "transport: Error while dialing: dial tcp: lookup etcd.invalid on 10.0.0.53:53: no such host"`: "name etcd.invalid not resolved (no such host)",
-		`latest balancer error: connection error: desc = "transport: Error while dialing: dial tcp 10.0.0.9:2379: i/o timeout"`: "no answer from 10.0.0.9:2379 (connect timed out): is a firewall dropping it?",
+		`latest balancer error: connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:1: connect: connection refused"`:                                                                        "connection refused at 127.0.0.1:1: is etcd running, and listening on that port?",
+		`latest balancer error: connection error: desc = "transport: Error while dialing: dial tcp: lookup etcd.invalid on 10.0.0.53:53: no such host"`:                                                              "name etcd.invalid not resolved (no such host)",
+		`latest balancer error: connection error: desc = "transport: Error while dialing: dial tcp 10.0.0.9:2379: i/o timeout"`:                                                                                      "no answer from 10.0.0.9:2379 (connect timed out): is a firewall dropping it?",
 		`latest balancer error: connection error: desc = "error reading server preface: http2: failed reading the frame payload: http2: frame too large, note that the frame header looked like an HTTP/1.1 header"`: "the server answered in HTTP/1.1, not in etcd's gRPC: check the endpoint's port",
-		`latest balancer error: connection error: desc = "transport: authentication handshake failed: EOF"`: "TLS handshake failed: EOF",
+		`latest balancer error: connection error: desc = "transport: authentication handshake failed: EOF"`:                                                                                                          "TLS handshake failed: EOF",
 		`context deadline exceeded`: "",
 	} {
 		if got := connCause(msg); got != want {
