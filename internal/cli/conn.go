@@ -98,15 +98,19 @@ func parseConn(c *cli.Context) (etcdconn.Config, error) {
 		if cc.User == "" {
 			return cc, errors.New("--password-file was given without a user: set --user too")
 		}
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return cc, fmt.Errorf("--password-file: %v", err)
+		if cc.Password, err = readPasswordFile(c, f); err != nil {
+			return cc, err
 		}
-		cc.Password = strings.TrimRight(string(b), "\r\n")
 	} else if cc.Password == "" && cc.User != "" {
 		// Password variables mean nothing without a user, and are often
 		// set in a shell for other tools.
 		cc.Password = firstEnv(etcdconn.EnvPassword, etcdconn.EnvEtcdctlPassword)
+	}
+	if cc.User != "" {
+		// Once per process: etcd says so at the first login.
+		cc.AuthDisabled = func() {
+			warn(c, "etcd has authentication disabled: --user is ignored, and every client may do what this one does", "user", cc.User)
+		}
 	}
 	return cc, nil
 }
