@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/etcdlead/etcdlead/campaign"
 	"github.com/etcdlead/etcdlead/internal/etcdconn"
@@ -93,6 +94,7 @@ func runAction(c *cli.Context, raw []string) (err error) {
 		Endpoints:   rc.conn.Endpoints,
 		DialTimeout: rc.conn.DialTimeout,
 		Won:         held.won,
+		Interactive: controllingTerminal(),
 	}, runner.Campaigns(camp), keepers, sigs, mon, log)
 	o := r.Run(c.Context)
 	held.release(!silentLoss(o, rc.conflictCode))
@@ -181,4 +183,12 @@ func runCommand(raw []string) *cli.Command {
 		OnUsageError: usageError,
 		Action:       func(c *cli.Context) error { return runAction(c, raw) },
 	}
+}
+
+// controllingTerminal reports whether stdin is this process's controlling
+// terminal: the keeper then gives the child the terminal's foreground
+// (package supervisor asks the same way).
+func controllingTerminal() bool {
+	_, err := unix.IoctlGetInt(0, unix.TIOCGPGRP)
+	return err == nil
 }

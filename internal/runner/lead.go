@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/etcdlead/etcdlead/campaign"
@@ -142,6 +143,12 @@ func (r *Runner) afterChild(res supervisor.Result, st termState) *Outcome {
 		return end(KeeperLost, res.Code, errors.New("the keeper process died; the child and every process it left were killed"))
 	}
 	r.mon.TermEnded("exited")
+	if r.cfg.Interactive && res.Signaled && res.Code == supervisor.SignalExit(syscall.SIGINT) {
+		// Ctrl-C on the terminal reaches the child, not etcdlead: the user
+		// asked the run to end, not for the command to start again.
+		r.log.Info("the command died of SIGINT from the terminal (Ctrl-C); exiting")
+		return end(Stopped, res.Code, nil)
+	}
 	if r.cfg.Restart == RestartAlways || (r.cfg.Restart == RestartOnFailure && res.Code != 0) {
 		r.log.Info("campaigning again (--restart)", "restart", r.cfg.Restart, "status", res.Code)
 		return nil
