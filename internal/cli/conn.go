@@ -29,26 +29,35 @@ func connectionFlags() []cli.Flag { return connectionFlagSet() }
 func connectionFlagSet() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: flagEndpoints, Value: defaultEndpoints, EnvVars: []string{envEndpoints, envEtcdctlEndpoints},
-			Usage: "etcd endpoints, comma-separated, with or without http:// or https://"},
-		durationFlag(cli.GenericFlag{Name: flagDialTimeout, EnvVars: []string{envDialTimeout},
+			Category: catConnection, Usage: "etcd endpoints, with or without http:// or https://"},
+		durationFlag(cli.GenericFlag{Name: flagDialTimeout, EnvVars: []string{envDialTimeout}, Category: catConnection,
 			Usage: "bound on each attempt to reach etcd"}, defaultDialTimeout),
-		&cli.StringFlag{Name: flagCACert, EnvVars: []string{envCACert, envEtcdctlCACert}, Usage: "CA bundle to verify etcd's certificate", TakesFile: true},
-		&cli.StringFlag{Name: flagCert, EnvVars: []string{envCert, envEtcdctlCert}, Usage: "client certificate for etcd", TakesFile: true},
-		&cli.StringFlag{Name: flagKey, EnvVars: []string{envKey, envEtcdctlKey}, Usage: "client certificate's private key", TakesFile: true},
-		&cli.BoolFlag{Name: flagInsecureTLS, EnvVars: []string{envInsecureTLS}, Usage: "do not verify etcd's certificate (testing only)"},
-		&cli.StringFlag{Name: flagUser, EnvVars: []string{envUser, envEtcdctlUser},
-			Usage: "etcd user; the password comes from --password-file, " + envPassword + " or " + envEtcdctlPassword},
-		&cli.StringFlag{Name: flagPasswordFile, EnvVars: []string{envPasswordFile}, Usage: "file holding the etcd password", TakesFile: true},
-		&cli.StringFlag{Name: flagLogLevel, Value: "info", EnvVars: []string{envLogLevel}, Usage: "trace, debug, info, warn or error"},
-		&cli.StringFlag{Name: flagLogFormat, Value: "text", EnvVars: []string{envLogFormat}, Usage: "text or json (logs go to stderr)"},
+		&cli.StringFlag{Name: flagCACert, EnvVars: []string{envCACert, envEtcdctlCACert}, Category: catConnection,
+			Usage: "CA bundle to verify etcd's certificate", TakesFile: true},
+		&cli.StringFlag{Name: flagCert, EnvVars: []string{envCert, envEtcdctlCert}, Category: catConnection,
+			Usage: "client certificate for etcd", TakesFile: true},
+		&cli.StringFlag{Name: flagKey, EnvVars: []string{envKey, envEtcdctlKey}, Category: catConnection,
+			Usage: "client certificate's private key", TakesFile: true},
+		&cli.BoolFlag{Name: flagInsecureTLS, EnvVars: []string{envInsecureTLS}, Category: catConnection,
+			Usage: "do not verify etcd's certificate (testing only)"},
+		&cli.StringFlag{Name: flagUser, EnvVars: []string{envUser, envEtcdctlUser}, Category: catConnection,
+			Usage: "etcd user (user:password is accepted); the password comes from --password-file, " +
+				envPassword + " or " + envEtcdctlPassword},
+		&cli.StringFlag{Name: flagPasswordFile, EnvVars: []string{envPasswordFile}, Category: catConnection,
+			Usage: "file holding the etcd password", TakesFile: true},
+		&cli.StringFlag{Name: flagLogLevel, Value: "info", EnvVars: []string{envLogLevel}, Category: catLogging,
+			Usage: "trace, debug, info, warn or error"},
+		&cli.StringFlag{Name: flagLogFormat, Value: "text", EnvVars: []string{envLogFormat}, Category: catLogging,
+			Usage: "text or json; logs go to stderr"},
 	}
 }
 
 // electionFlags are those of the operator commands (status, resign).
 func electionFlags() []cli.Flag {
 	return append([]cli.Flag{
-		&cli.StringFlag{Name: flagElection, EnvVars: []string{envElection}, Usage: "election name"},
-		&cli.StringFlag{Name: flagPrefix, Value: defaultPrefix, EnvVars: []string{envPrefix}, Usage: "key prefix of all elections"},
+		&cli.StringFlag{Name: flagElection, EnvVars: []string{envElection}, Category: catElection, Usage: "election name"},
+		&cli.StringFlag{Name: flagPrefix, Value: defaultPrefix, EnvVars: []string{envPrefix}, Category: catElection,
+			Usage: "key prefix of all elections"},
 	}, connectionFlagSet()...)
 }
 

@@ -18,15 +18,17 @@ const flagResignTimeout = "timeout"
 func resignCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "resign",
-		Usage: "ask the leader to step down; it stops its command, revokes, and campaigns again from the back",
-		Description: "The leader itself steps down, so no two commands overlap. With --id, only if that\n" +
-			"id leads (else exit 3). If the leader does not step down within --timeout, exit\n" +
-			"125, or with --force delete its key in one compare-and-delete transaction on\n" +
-			"the key and its create revision: the next leader still waits for the old lease.",
+		Usage: "ask the leader to step down: it stops its command and queues again at the back",
+		Description: "The leader itself steps down, so no two commands overlap. With --id, only\n" +
+			"if that id leads (else exit 3). If the leader does not step down within\n" +
+			"--timeout, exit 125, or with --force delete its key in one compare-and-delete\n" +
+			"transaction on the key and its create revision: the next leader still waits\n" +
+			"for the old lease.",
 		Flags: append(electionFlags(),
-			&cli.StringFlag{Name: flagID, Usage: "resign only if this id leads"},
-			durationFlag(cli.GenericFlag{Name: flagResignTimeout, Usage: "how long the leader has to step down"}, 30*time.Second),
-			&cli.BoolFlag{Name: flagForce, Usage: "after --timeout, delete the leader's key"},
+			&cli.StringFlag{Name: flagID, Category: catElection, Usage: "resign only if this id leads"},
+			durationFlag(cli.GenericFlag{Name: flagResignTimeout, Category: catOperations,
+				Usage: "how long the leader has to step down"}, 30*time.Second),
+			&cli.BoolFlag{Name: flagForce, Category: catOperations, Usage: "after --timeout, delete the leader's key"},
 		),
 		OnUsageError: usageError,
 		Action:       resignAction,

@@ -45,7 +45,7 @@ func statusCommand() *cli.Command {
 		Usage: "show the leader and the waiting candidates (exit 0 with a leader, 3 without)",
 		Description: "Without --election, every election under --prefix is shown. --json prints one\n" +
 			"election object with --election, else {\"elections\": [...]}.",
-		Flags:        append(electionFlags(), &cli.BoolFlag{Name: flagJSON, Usage: "print JSON"}),
+		Flags:        append(electionFlags(), &cli.BoolFlag{Name: flagJSON, Category: catOutput, Usage: "print JSON"}),
 		OnUsageError: usageError,
 		Action:       statusAction,
 	}
