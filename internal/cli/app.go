@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"regexp"
-	"strings"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
