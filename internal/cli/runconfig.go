@@ -133,6 +133,8 @@ func parseWait(c *cli.Context, rc *runConfig) error {
 		return nil
 	case waitFrom > noWaitFrom:
 		rc.noWait = false // --wait on the command line overrides $ETCDLEAD_NO_WAIT
+	case rc.noWait && wait > 0 && waitFrom == fromEnv:
+		return fmt.Errorf("%s and %s contradict each other: unset one of them", envNoWait, envWait)
 	case rc.noWait && wait > 0:
 		return errors.New("--no-wait and --wait contradict each other: give one of them")
 	}
