@@ -189,6 +189,7 @@ func TestRestartAlwaysStopsOnCtrlC(t *testing.T) {
 			}
 			second := g.keepers.child(t, 1)
 			g.sigs <- syscall.SIGTERM
+			g.j.waitFor(t, "stop SIGTERM", 1)
 			second.exit(143, supervisor.ReasonStopped)
 			wantOutcome(t, g.outcome(t), Stopped, 143)
 		})
