@@ -61,7 +61,7 @@ func writeAppHelp(w io.Writer, app *cli.App) {
 func writeCommandHelp(w io.Writer, app *cli.App, c *cli.Command) {
 	writeWrapped(w, app.Name+" "+c.Name+" - "+c.Usage, 2)
 	fmt.Fprintf(w, "\nUsage:\n  %s %s", app.Name, c.Name)
-	if len(c.Flags) > 0 {
+	if slices.ContainsFunc(c.Flags, func(f cli.Flag) bool { return f != cli.HelpFlag }) {
 		fmt.Fprint(w, " [options]")
 	}
 	if c.ArgsUsage != "" {
