@@ -14,15 +14,28 @@ import (
 // follow the flags of each version. Two answers are no words but requests
 // to the shell: ":files" (a flag that takes a file) and ":commands" (the
 // command after `run --`).
+// bash splits words at '=' (COMP_WORDBREAKS), so the script splits the
+// line itself and, for --flag=value, completes the part after the '=',
+// which is what bash replaces.
 const bashCompletion = `_etcdlead_complete() {
-  local cur opts
+  local line="${COMP_LINE:0:COMP_POINT}" cur opts
+  local -a words
+  read -ra words <<< "$line"
+  [[ "$line" == *" " ]] && words+=("")
+  cur="${words[-1]}"
+  opts=$(etcdlead __complete "${words[@]:1}" 2>/dev/null)
   COMPREPLY=()
-  cur="${COMP_WORDS[COMP_CWORD]}"
-  opts=$(etcdlead __complete "${COMP_WORDS[@]:1:COMP_CWORD}" 2>/dev/null)
   case "$opts" in
     :files) COMPREPLY=($(compgen -f -- "$cur")) ;;
     :commands) COMPREPLY=($(compgen -c -- "$cur")) ;;
-    *) COMPREPLY=($(compgen -W "$opts" -- "$cur")) ;;
+    *)
+      if [[ "$cur" == --*=* ]]; then
+        local o values=()
+        for o in $opts; do values+=("${o#*=}"); done
+        opts="${values[*]}"
+        cur="${cur#*=}"
+      fi
+      COMPREPLY=($(compgen -W "$opts" -- "$cur")) ;;
   esac
 }
 complete -o bashdefault -o default -F _etcdlead_complete etcdlead
@@ -43,8 +56,9 @@ compdef _etcdlead etcdlead
 `
 
 const fishCompletion = `function __etcdlead_complete
-    set -l words (commandline -opc)[2..-1] (commandline -ct)
-    set -l out (etcdlead __complete $words 2>/dev/null)
+    set -l words (commandline -opc)
+    set -e words[1]
+    set -l out (etcdlead __complete $words (commandline -ct) 2>/dev/null)
     switch "$out"
         case :files
             __fish_complete_path (commandline -ct)
