@@ -3,6 +3,9 @@ package etcdconn
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -202,5 +205,24 @@ func TestConnCause(t *testing.T) {
 		if got := connCause(msg); got != want {
 			t.Errorf("connCause(%q) = %q, want %q", msg, got, want)
 		}
+	}
+}
+
+// The plain-text probe tells a plain HTTP server from a TLS one: Go's TLS
+// servers answer a plain request with a 400 that names HTTPS, and must not
+// be taken for plain text.
+func TestPlainTextProbe(t *testing.T) {
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, `{"etcdserver":"3.6.0"}`)
+	}))
+	defer plain.Close()
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer tlsSrv.Close()
+	ctx := context.Background()
+	if !plainText(ctx, strings.TrimPrefix(plain.URL, "http://")) {
+		t.Error("a plain HTTP server was not taken for plain text")
+	}
+	if plainText(ctx, strings.TrimPrefix(tlsSrv.URL, "https://")) {
+		t.Error("a TLS server was taken for plain text")
 	}
 }

@@ -1,6 +1,7 @@
 package etcdconn
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -243,9 +244,11 @@ func plainText(ctx context.Context, addr string) bool {
 	if _, err := io.WriteString(conn, "GET /version HTTP/1.0\r\n\r\n"); err != nil {
 		return false
 	}
-	b := make([]byte, len("HTTP/"))
-	_, err = io.ReadFull(conn, b)
-	return err == nil && string(b) == "HTTP/"
+	// What arrives before the server closes or the bound ends. Go's TLS
+	// servers answer a plain request with a 400 that says they speak TLS:
+	// such a server only failed this one handshake.
+	b, _ := io.ReadAll(io.LimitReader(conn, 1024))
+	return bytes.HasPrefix(b, []byte("HTTP/")) && !bytes.Contains(b, []byte("HTTPS server"))
 }
 
 // plainProbeWait bounds the plain-text probe; a server on loopback or a
