@@ -135,10 +135,11 @@ func usageError(c *cli.Context, err error, _ bool) error {
 }
 
 // suggest is the name closest to a misspelt one: one it is a prefix of
-// (--endpoint for --endpoints), else one at most two edits away; "" when
-// none is close or two are equally close.
+// (--endpoint for --endpoints), else one a few edits away (one per three
+// letters typed, at most two); "" when none is close or two are equally
+// close.
 func suggest(typed string, names []string) string {
-	best, bestD, tie := "", 3, false
+	best, bestD, tie := "", min(max(1, len(typed)/3), 2)+1, false
 	for _, n := range names {
 		d := editDistance(typed, n)
 		if len(typed) >= 3 && strings.HasPrefix(n, typed) {
