@@ -77,14 +77,16 @@ type TimingError struct {
 	Rule TimingRule
 	// Field is the duration refused: the TTL for RuleRange and
 	// RuleWholeSeconds, the kill timeout or the fence margin for
-	// RulePositive, and for RuleFit the TTL, the one Suggested changes.
+	// RulePositive, and for RuleFit the one Suggested changes: the TTL
+	// when a longer one fits, else the kill timeout or the fence margin.
 	Field TimingField
 	// Timing holds the durations as ResolveTiming had filled them in when
 	// the rule failed (defaults included).
 	Timing Timing
 	// Suggested is a value for Field that passes the rule, or 0 if the
 	// error suggests none: the TTL rounded to whole seconds (RuleWholeSeconds),
-	// the smallest whole-second TTL that fits K and m (RuleFit).
+	// the smallest whole-second TTL that fits K and m (RuleFit), or when
+	// none does the longest K (else m) that fits the TTL.
 	Suggested time.Duration
 }
 
@@ -103,9 +105,16 @@ func (e *TimingError) Format(name func(TimingField) string) string {
 	case RulePositive:
 		return fmt.Sprintf("%s %s must be positive", name(e.Field), t.value(e.Field))
 	case RuleFit:
-		return fmt.Sprintf("%s %s + %s %s + renewal interval %s exceeds 2/3 of %s %s: use %s %s or shorter timeouts",
+		over := fmt.Sprintf("%s %s + %s %s + renewal interval %s exceeds 2/3 of %s %s",
 			name(FieldKillTimeout), t.KillTimeout, name(FieldFenceMargin), t.FenceMargin, RenewInterval(t.TTL),
-			name(FieldTTL), t.TTL, name(FieldTTL), e.Suggested)
+			name(FieldTTL), t.TTL)
+		switch {
+		case e.Field == FieldTTL && e.Suggested > 0:
+			return fmt.Sprintf("%s: use %s %s or shorter timeouts", over, name(FieldTTL), e.Suggested)
+		case e.Suggested > 0:
+			return fmt.Sprintf("%s, and no TTL up to %s fits them: use %s %s or shorter", over, MaxTTL, name(e.Field), e.Suggested)
+		}
+		return fmt.Sprintf("%s, and no TTL up to %s fits them: use shorter timeouts", over, MaxTTL)
 	}
 	return fmt.Sprintf("%s %s breaks timing rule %d", name(e.Field), t.value(e.Field), int(e.Rule))
 }
@@ -132,6 +141,30 @@ func ResolveTiming(t Timing, killSet, marginSet bool) (Timing, error) {
 	if t.TTL%time.Second != 0 {
 		return t, &TimingError{Rule: RuleWholeSeconds, Field: FieldTTL, Timing: t, Suggested: t.TTL.Round(time.Second)}
 	}
+	t = t.withDefaults(killSet, marginSet)
+	if t.KillTimeout <= 0 {
+		return t, &TimingError{Rule: RulePositive, Field: FieldKillTimeout, Timing: t}
+	}
+	if t.FenceMargin <= 0 {
+		return t, &TimingError{Rule: RulePositive, Field: FieldFenceMargin, Timing: t}
+	}
+	if !t.fits() {
+		if ttl := t.fittingTTL(killSet, marginSet); ttl > 0 {
+			return t, &TimingError{Rule: RuleFit, Field: FieldTTL, Timing: t, Suggested: ttl}
+		}
+		f, d := t.shorter()
+		return t, &TimingError{Rule: RuleFit, Field: f, Timing: t, Suggested: d}
+	}
+	return t, nil
+}
+
+func (t Timing) fits() bool {
+	return 3*(t.KillTimeout+t.FenceMargin+RenewInterval(t.TTL)) <= 2*t.TTL
+}
+
+// withDefaults fills in what the user did not set: m from the TTL, and K
+// as 5 s, or T/4 when 5 s does not fit.
+func (t Timing) withDefaults(killSet, marginSet bool) Timing {
 	if !marginSet {
 		t.FenceMargin = DefaultFenceMargin(t.TTL)
 	}
@@ -141,35 +174,41 @@ func ResolveTiming(t Timing, killSet, marginSet bool) (Timing, error) {
 			t.KillTimeout = t.TTL / 4
 		}
 	}
-	if t.KillTimeout <= 0 {
-		return t, &TimingError{Rule: RulePositive, Field: FieldKillTimeout, Timing: t}
-	}
-	if t.FenceMargin <= 0 {
-		return t, &TimingError{Rule: RulePositive, Field: FieldFenceMargin, Timing: t}
-	}
-	if !t.fits() {
-		return t, &TimingError{Rule: RuleFit, Field: FieldTTL, Timing: t, Suggested: t.fittingTTL(marginSet)}
-	}
-	return t, nil
+	return t
 }
 
-func (t Timing) fits() bool {
-	return 3*(t.KillTimeout+t.FenceMargin+RenewInterval(t.TTL)) <= 2*t.TTL
-}
-
-// fittingTTL is the smallest whole-second TTL for which the given K (and m,
-// if the user set it) fit.
-func (t Timing) fittingTTL(marginSet bool) time.Duration {
+// fittingTTL is the smallest whole-second TTL for which the K and m the
+// user set fit, with defaults for the others as at that TTL; 0 if none.
+func (t Timing) fittingTTL(killSet, marginSet bool) time.Duration {
 	for ttl := MinTTL; ttl <= MaxTTL; ttl += time.Second {
-		c := Timing{TTL: ttl, KillTimeout: t.KillTimeout, FenceMargin: t.FenceMargin}
-		if !marginSet {
-			c.FenceMargin = DefaultFenceMargin(ttl)
-		}
+		c := Timing{TTL: ttl, KillTimeout: t.KillTimeout, FenceMargin: t.FenceMargin}.withDefaults(killSet, marginSet)
 		if c.fits() {
 			return ttl
 		}
 	}
-	return MaxTTL
+	return 0
+}
+
+// shorter is, when no TTL fits, the longest kill timeout that fits this
+// TTL and fence margin, else the longest fence margin that fits with this
+// kill timeout; rounded down to a readable value. 0 if neither alone does.
+func (t Timing) shorter() (TimingField, time.Duration) {
+	room := 2*t.TTL - 3*RenewInterval(t.TTL) // 3(K+m) must not exceed it
+	if k := readable((room - 3*t.FenceMargin) / 3); k > 0 {
+		return FieldKillTimeout, k
+	}
+	if m := readable((room - 3*t.KillTimeout) / 3); m > 0 {
+		return FieldFenceMargin, m
+	}
+	return FieldTTL, 0
+}
+
+// readable rounds d down to whole seconds, or to 10ms below a second.
+func readable(d time.Duration) time.Duration {
+	if d >= time.Second {
+		return d.Truncate(time.Second)
+	}
+	return d.Truncate(10 * time.Millisecond)
 }
 
 // OutageTolerance is how long etcd may be unreachable before the fence stops

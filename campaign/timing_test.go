@@ -80,10 +80,22 @@ func TestResolveTimingRefusals(t *testing.T) {
 			"--fence-margin -1ms must be positive",
 			"fence margin -1ms must be positive"},
 		// An unset K falls back to T/4 and is named with its value all the
-		// same; the fitting TTL keeps the given m.
-		{Timing{TTL: 15 * time.Second, FenceMargin: 20 * time.Second}, false, true, RuleFit, FieldTTL, 38 * time.Second,
-			"--kill-timeout 3.75s + --fence-margin 20s + renewal interval 1s exceeds 2/3 of --ttl 15s: use --ttl 38s or shorter timeouts",
-			"kill timeout 3.75s + fence margin 20s + renewal interval 1s exceeds 2/3 of TTL 15s: use TTL 38s or shorter timeouts"},
+		// same; the fitting TTL keeps the given m, and takes the unset K as
+		// it would be at that TTL: at 38s neither 5s nor T/4 fits, at 39s
+		// 5s does.
+		{Timing{TTL: 15 * time.Second, FenceMargin: 20 * time.Second}, false, true, RuleFit, FieldTTL, 39 * time.Second,
+			"--kill-timeout 3.75s + --fence-margin 20s + renewal interval 1s exceeds 2/3 of --ttl 15s: use --ttl 39s or shorter timeouts",
+			"kill timeout 3.75s + fence margin 20s + renewal interval 1s exceeds 2/3 of TTL 15s: use TTL 39s or shorter timeouts"},
+		// No TTL fits a kill timeout of 39m: the longest that fits 1h,
+		// with its default margin of 3m and r = 1s, is suggested, not the
+		// TTL already given.
+		{Timing{TTL: time.Hour, KillTimeout: 39 * time.Minute}, true, false, RuleFit, FieldKillTimeout, 36*time.Minute + 59*time.Second,
+			"--kill-timeout 39m0s + --fence-margin 3m0s + renewal interval 1s exceeds 2/3 of --ttl 1h0m0s, and no TTL up to 1h0m0s fits them: use --kill-timeout 36m59s or shorter",
+			"kill timeout 39m0s + fence margin 3m0s + renewal interval 1s exceeds 2/3 of TTL 1h0m0s, and no TTL up to 1h0m0s fits them: use kill timeout 36m59s or shorter"},
+		// A fence margin that leaves no room for any kill timeout.
+		{Timing{TTL: time.Hour, KillTimeout: time.Second, FenceMargin: 40 * time.Minute}, true, true, RuleFit, FieldFenceMargin, 39*time.Minute + 58*time.Second,
+			"--kill-timeout 1s + --fence-margin 40m0s + renewal interval 1s exceeds 2/3 of --ttl 1h0m0s, and no TTL up to 1h0m0s fits them: use --fence-margin 39m58s or shorter",
+			"kill timeout 1s + fence margin 40m0s + renewal interval 1s exceeds 2/3 of TTL 1h0m0s, and no TTL up to 1h0m0s fits them: use fence margin 39m58s or shorter"},
 	} {
 		_, err := ResolveTiming(c.in, c.killSet, c.mSet)
 		var te *TimingError
@@ -100,6 +112,20 @@ func TestResolveTimingRefusals(t *testing.T) {
 		}
 		if got := err.Error(); got != c.library {
 			t.Errorf("ResolveTiming(%+v).Error():\n got %q\nwant %q", c.in, got, c.library)
+		}
+		if te.Rule == RuleFit && te.Suggested > 0 {
+			fixed := c.in
+			switch te.Field {
+			case FieldTTL:
+				fixed.TTL = te.Suggested
+			case FieldKillTimeout:
+				fixed.KillTimeout = te.Suggested
+			case FieldFenceMargin:
+				fixed.FenceMargin = te.Suggested
+			}
+			if _, err := ResolveTiming(fixed, c.killSet, c.mSet); err != nil {
+				t.Errorf("ResolveTiming(%+v): the suggestion does not fit: %v", c.in, err)
+			}
 		}
 		if strings.Contains(err.Error(), "--") {
 			t.Errorf("ResolveTiming(%+v).Error() = %q names a flag", c.in, err)

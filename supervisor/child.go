@@ -69,6 +69,10 @@ var errKeeperProtocol = errors.New("keeper speaks another protocol")
 type Result struct {
 	Code   int    // the child's exit code, or SignalExit(N) for signal N
 	Reason Reason // who ended it
+	// Signaled: the child ended by itself (ReasonExited) through signal
+	// Code-ExitSignalBase, which no supervisor sent (a Ctrl-C, a kill by
+	// hand); it did not merely exit with that code.
+	Signaled bool
 }
 
 // Child is the supervisor's handle on a keeper and, through it, the child.
@@ -306,13 +310,13 @@ func (c *Child) wait(k *keeperProc, status *bufio.Scanner) {
 	published := false
 	for !published && status.Scan() {
 		f := strings.Fields(status.Text())
-		if len(f) == 3 && f[0] == msgExit {
+		if (len(f) == 3 || len(f) == 4 && f[3] == exitSignaled) && f[0] == msgExit {
 			if code, err := strconv.Atoi(f[1]); err == nil {
 				// The keeper reports only once nothing it started is left,
 				// so the result is final now; its own exit can follow in
 				// its time, off the path to the revoke.
 				trace.Mark("supervisor.exit-report")
-				c.publish(Result{Code: code, Reason: Reason(f[2])})
+				c.publish(Result{Code: code, Reason: Reason(f[2]), Signaled: len(f) == 4})
 				published = true
 				// Let the term loop that publish woke take the revoke
 				// out first: the wait below blocks in the kernel, and

@@ -175,6 +175,19 @@ func TestChildExitCodePassesThrough(t *testing.T) {
 	}
 }
 
+// A child killed by a signal is told from one that exits with the same
+// code: an interactive run stops on Ctrl-C, not on a shell's exit 130.
+func TestSignalDeathToldFromExitCode(t *testing.T) {
+	s := startHelper(t, "exit:130", nil)
+	if got := s.result(t); got != (Result{Code: 130, Reason: ReasonExited}) {
+		t.Errorf("exit 130: got %+v", got)
+	}
+	s = startHelper(t, "", func(sp *Spec) { sp.Path, sp.Argv = "/bin/sh", []string{"sh", "-c", "kill -INT $$"} })
+	if got := s.result(t); got != (Result{Code: 130, Reason: ReasonExited, Signaled: true}) {
+		t.Errorf("killed by SIGINT: got %+v", got)
+	}
+}
+
 func TestStopEndsChildWithItsSignalStatus(t *testing.T) {
 	s := startHelper(t, "sleep", nil)
 	s.expect(t, "ready")

@@ -178,7 +178,11 @@ func RunKeeper(args []string) int {
 		restoreForeground(res.pid, ttyPgrp)
 	}
 	trace.Mark("keeper.exit-report")
-	fmt.Fprintf(status, "%s %d %s\n", msgExit, g.exitCode(), g.reason)
+	if g.signaled() && g.reason == ReasonExited {
+		fmt.Fprintf(status, "%s %d %s %s\n", msgExit, g.exitCode(), g.reason, exitSignaled)
+	} else {
+		fmt.Fprintf(status, "%s %d %s\n", msgExit, g.exitCode(), g.reason)
+	}
 	return 0
 }
 

@@ -86,6 +86,12 @@ func (s *groupState) exitCode() int {
 	return ExitCode(*s.childExit)
 }
 
+// signaled reports whether a signal ended the direct child, rather than an
+// exit of its own (a shell's exit 130 is no Ctrl-C).
+func (s *groupState) signaled() bool {
+	return s.childExit != nil && s.childExit.Signaled()
+}
+
 // next is the boot-clock time of the next thing tick would do, or 0 when
 // nothing is scheduled: the keeper sleeps until then.
 func (s *groupState) next() time.Duration {

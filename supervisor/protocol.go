@@ -16,7 +16,7 @@ import (
 //	                      | "deadline NS" | "stop SIGNUM" | "kill" | "signal SIGNUM"
 //	keeper -> supervisor: "keeper PROTOCOL" (first, once)
 //	                      then "started PID" | "failed CODE MESSAGE" | "past-fence LATE_NS"
-//	                      then "exit CODE REASON"
+//	                      then "exit CODE REASON [signaled]"
 //
 // The keeper may be a binary of its own (cmd/etcdlead-keeper) from another
 // release than the etcdlead that starts it: a package upgrade replaces both
@@ -39,13 +39,16 @@ const (
 	// The keeper refused to start the child: the fence point had passed.
 	msgPastFence = "past-fence"
 	msgExit      = "exit"
+	// Follows an exit report when a signal ended a child that the keeper
+	// did not stop (reason exited).
+	exitSignaled = "signaled"
 )
 
 // keeperProtocol names the language of the lines above and of the keeper's
 // arguments: change it with any change to their shape or meaning. A
 // variable, so that a test can build a keeper that speaks another one
 // (-ldflags -X).
-var keeperProtocol = "1"
+var keeperProtocol = "2"
 
 // protocolArg is the keeper's first argument.
 func protocolArg() string { return "-protocol=" + keeperProtocol }

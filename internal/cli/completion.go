@@ -2,22 +2,41 @@ package cli
 
 import (
 	"fmt"
+	"io"
+	"slices"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 )
 
-// The scripts ask etcdlead itself for completions (urfave/cli's hidden
-// --generate-bash-completion), so they follow the flags of each version.
+// The scripts ask etcdlead itself for completions (the hidden command
+// __complete, given the words so far and the one being typed), so they
+// follow the flags of each version. Two answers are no words but requests
+// to the shell: ":files" (a flag that takes a file) and ":commands" (the
+// command after `run --`).
+// bash splits words at '=' (COMP_WORDBREAKS), so the script splits the
+// line itself and, for --flag=value, completes the part after the '=',
+// which is what bash replaces.
 const bashCompletion = `_etcdlead_complete() {
-  local cur opts
+  local line="${COMP_LINE:0:COMP_POINT}" cur opts
+  local -a words
+  read -ra words <<< "$line"
+  [[ "$line" == *" " ]] && words+=("")
+  cur="${words[-1]}"
+  opts=$(etcdlead __complete "${words[@]:1}" 2>/dev/null)
   COMPREPLY=()
-  cur="${COMP_WORDS[COMP_CWORD]}"
-  if [[ "$cur" == "-"* ]]; then
-    opts=$("${COMP_WORDS[@]:0:$COMP_CWORD}" "$cur" --generate-bash-completion 2>/dev/null)
-  else
-    opts=$("${COMP_WORDS[@]:0:$COMP_CWORD}" --generate-bash-completion 2>/dev/null)
-  fi
-  COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+  case "$opts" in
+    :files) COMPREPLY=($(compgen -f -- "$cur")) ;;
+    :commands) COMPREPLY=($(compgen -c -- "$cur")) ;;
+    *)
+      if [[ "$cur" == --*=* ]]; then
+        local o values=()
+        for o in $opts; do values+=("${o#*=}"); done
+        opts="${values[*]}"
+        cur="${cur#*=}"
+      fi
+      COMPREPLY=($(compgen -W "$opts" -- "$cur")) ;;
+  esac
 }
 complete -o bashdefault -o default -F _etcdlead_complete etcdlead
 `
@@ -25,36 +44,186 @@ complete -o bashdefault -o default -F _etcdlead_complete etcdlead
 const zshCompletion = `#compdef etcdlead
 _etcdlead() {
   local -a opts
-  local cur=${words[-1]}
-  if [[ "$cur" == "-"* ]]; then
-    opts=("${(@f)$(${words[@]:0:#words[@]-1} $cur --generate-bash-completion 2>/dev/null)}")
-  else
-    opts=("${(@f)$(${words[@]:0:#words[@]-1} --generate-bash-completion 2>/dev/null)}")
-  fi
-  if [[ -n "${opts[1]}" ]]; then
-    _describe 'etcdlead' opts
-  else
-    _files
-  fi
+  opts=("${(@f)$(etcdlead __complete "${(@)words[2,CURRENT]}" 2>/dev/null)}")
+  case "${opts[1]}" in
+    :files) _files ;;
+    :commands) _command_names ;;
+    "") _files ;;
+    *) compadd -a opts ;;
+  esac
 }
 compdef _etcdlead etcdlead
+`
+
+const fishCompletion = `function __etcdlead_complete
+    set -l words (commandline -opc)
+    set -e words[1]
+    set -l out (etcdlead __complete $words (commandline -ct) 2>/dev/null)
+    switch "$out"
+        case :files
+            __fish_complete_path (commandline -ct)
+        case :commands
+            __fish_complete_command
+        case '*'
+            printf '%s\n' $out
+    end
+end
+complete -c etcdlead -f -a '(__etcdlead_complete)'
 `
 
 func completionCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "completion",
-		Usage:     "print a shell completion script: source <(etcdlead completion bash)",
-		ArgsUsage: "bash|zsh",
+		Usage:     "print a shell completion script for bash, zsh or fish",
+		ArgsUsage: "bash|zsh|fish",
 		Action: func(c *cli.Context) error {
 			switch c.Args().First() {
 			case "bash":
-				fmt.Print(bashCompletion)
+				_, _ = io.WriteString(c.App.Writer, bashCompletion)
 			case "zsh":
-				fmt.Print(zshCompletion)
+				_, _ = io.WriteString(c.App.Writer, zshCompletion)
+			case "fish":
+				_, _ = io.WriteString(c.App.Writer, fishCompletion)
 			default:
-				return failf("completion needs bash or zsh, got %q", c.Args().First())
+				return failf("completion needs bash, zsh or fish, got %q", c.Args().First())
 			}
 			return nil
 		},
 	}
+}
+
+// completeCommand answers the scripts: the words after "etcdlead", the
+// last one being typed.
+func completeCommand() *cli.Command {
+	return &cli.Command{
+		Name:            "__complete",
+		Hidden:          true,
+		HideHelp:        true,
+		SkipFlagParsing: true,
+		Action: func(c *cli.Context) error {
+			for _, w := range complete(c.App, c.Args().Slice()) {
+				fmt.Fprintln(c.App.Writer, w)
+			}
+			return nil
+		},
+	}
+}
+
+// complete returns the completions of the last of words.
+func complete(app *cli.App, words []string) []string {
+	if len(words) == 0 {
+		words = []string{""}
+	}
+	cur, before := words[len(words)-1], words[:len(words)-1]
+	var cmd *cli.Command
+	flags := app.Flags
+	for i := 0; i < len(before); i++ {
+		w := before[i]
+		switch {
+		case w == "--" && cmd != nil && cmd.Name == "run":
+			if i == len(before)-1 {
+				return []string{":commands"}
+			}
+			return []string{":files"}
+		case strings.HasPrefix(w, "-"):
+			if f := findFlag(flags, w); f != nil && takesValue(f) && !strings.Contains(w, "=") {
+				i++ // its value
+			}
+		case cmd == nil:
+			cmd = findCommand(app, w)
+			if cmd == nil {
+				return nil
+			}
+			flags = cmd.Flags
+		}
+	}
+	if n := len(before); n > 0 && strings.HasPrefix(before[n-1], "--") && !strings.Contains(before[n-1], "=") {
+		if f := findFlag(flags, before[n-1]); f != nil && takesValue(f) {
+			return flagValues(f, "", cur)
+		}
+	}
+	if name, val, ok := strings.Cut(cur, "="); ok && strings.HasPrefix(name, "--") {
+		if f := findFlag(flags, name); f != nil {
+			return flagValues(f, name+"=", val)
+		}
+		return nil
+	}
+	if strings.HasPrefix(cur, "-") {
+		var out []string
+		for _, f := range flags {
+			if n := "--" + f.Names()[0]; strings.HasPrefix(n, cur) {
+				out = append(out, n)
+			}
+		}
+		return append(out, matching(cur, "--help")...)
+	}
+	switch {
+	case cmd == nil:
+		return matching(cur, commandNames(app)...)
+	case cmd.Name == "completion":
+		return matching(cur, "bash", "zsh", "fish")
+	case cmd.Name == "help":
+		return matching(cur, commandNames(app)...)
+	}
+	return nil
+}
+
+func matching(prefix string, words ...string) []string {
+	var out []string
+	for _, w := range words {
+		if strings.HasPrefix(w, prefix) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func findCommand(app *cli.App, name string) *cli.Command {
+	for _, c := range app.Commands {
+		if c.Name == name && !c.Hidden {
+			return c
+		}
+	}
+	return nil
+}
+
+func findFlag(flags []cli.Flag, word string) cli.Flag {
+	name, _, _ := strings.Cut(strings.TrimLeft(word, "-"), "=")
+	for _, f := range flags {
+		if slices.Contains(f.Names(), name) {
+			return f
+		}
+	}
+	return nil
+}
+
+func takesValue(f cli.Flag) bool {
+	_, isBool := f.(*cli.BoolFlag)
+	return !isBool
+}
+
+// flagValues completes a flag's value: the choices it has, files for a
+// flag that takes one, else nothing.
+func flagValues(f cli.Flag, prefix, typed string) []string {
+	var choices []string
+	switch f.Names()[0] {
+	case flagRestart:
+		choices = []string{"never", "on-failure", "always"}
+	case flagLogLevel:
+		choices = []string{"trace", "debug", "info", "warn", "error"}
+	case flagLogFormat:
+		choices = []string{"text", "json"}
+	case flagKillSignal:
+		choices = []string{"SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGKILL"}
+	default:
+		if sf, ok := f.(*cli.StringFlag); ok && sf.TakesFile && prefix == "" {
+			return []string{":files"}
+		}
+		return nil
+	}
+	var out []string
+	for _, c := range matching(typed, choices...) {
+		out = append(out, prefix+c)
+	}
+	return out
 }

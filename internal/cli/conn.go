@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -21,84 +22,53 @@ const (
 	defaultDialTimeout = 5 * time.Second
 )
 
-// connectionFlags are global and also accepted after a subcommand. Only the
-// global copies read the environment: a variable must not outrank a flag
-// given on the command line before the subcommand (see pick).
-func connectionFlags() []cli.Flag { return withEnv(connectionFlagSet(), true) }
-
-// withEnv keeps or drops the flags' variables; dropped ones are still named
-// in the help text.
-func withEnv(flags []cli.Flag, keep bool) []cli.Flag {
-	if keep {
-		return flags
-	}
-	for _, f := range flags {
-		switch f := f.(type) {
-		case *cli.StringFlag:
-			f.Usage, f.EnvVars = envUsage(f.Usage, f.EnvVars), nil
-		case *cli.DurationFlag:
-			f.Usage, f.EnvVars = envUsage(f.Usage, f.EnvVars), nil
-		case *cli.BoolFlag:
-			f.Usage, f.EnvVars = envUsage(f.Usage, f.EnvVars), nil
-		}
-	}
-	return flags
-}
-
-func envUsage(usage string, vars []string) string {
-	if len(vars) == 0 {
-		return usage
-	}
-	return usage + " [$" + strings.Join(vars, ", $") + "]"
-}
+// connectionFlags are global and also accepted after a subcommand (see
+// given: the innermost wins).
+func connectionFlags() []cli.Flag { return connectionFlagSet() }
 
 func connectionFlagSet() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: flagEndpoints, Value: defaultEndpoints, EnvVars: []string{envEndpoints, envEtcdctlEndpoints},
-			Usage: "etcd endpoints, comma-separated, with or without http:// or https://"},
-		&cli.DurationFlag{Name: flagDialTimeout, Value: defaultDialTimeout, EnvVars: []string{envDialTimeout},
-			Usage: "bound on each attempt to reach etcd"},
-		&cli.StringFlag{Name: flagCACert, EnvVars: []string{envCACert, envEtcdctlCACert}, Usage: "CA bundle to verify etcd's certificate", TakesFile: true},
-		&cli.StringFlag{Name: flagCert, EnvVars: []string{envCert, envEtcdctlCert}, Usage: "client certificate for etcd", TakesFile: true},
-		&cli.StringFlag{Name: flagKey, EnvVars: []string{envKey, envEtcdctlKey}, Usage: "client certificate's private key", TakesFile: true},
-		&cli.BoolFlag{Name: flagInsecureTLS, EnvVars: []string{envInsecureTLS}, Usage: "do not verify etcd's certificate (testing only)"},
-		&cli.StringFlag{Name: flagUser, EnvVars: []string{envUser, envEtcdctlUser},
-			Usage: "etcd user; the password comes from --password-file, " + envPassword + " or " + envEtcdctlPassword},
-		&cli.StringFlag{Name: flagPasswordFile, EnvVars: []string{envPasswordFile}, Usage: "file holding the etcd password", TakesFile: true},
-		&cli.StringFlag{Name: flagLogLevel, Value: "info", EnvVars: []string{envLogLevel}, Usage: "trace, debug, info, warn or error"},
-		&cli.StringFlag{Name: flagLogFormat, Value: "text", EnvVars: []string{envLogFormat}, Usage: "text or json (logs go to stderr)"},
+			Category: catConnection, Usage: "etcd endpoints, with or without http:// or https://"},
+		durationFlag(cli.GenericFlag{Name: flagDialTimeout, EnvVars: []string{envDialTimeout}, Category: catConnection,
+			Usage: "bound on each attempt to reach etcd"}, defaultDialTimeout),
+		&cli.StringFlag{Name: flagCACert, EnvVars: []string{envCACert, envEtcdctlCACert}, Category: catConnection,
+			Usage: "CA bundle to verify etcd's certificate", TakesFile: true},
+		&cli.StringFlag{Name: flagCert, EnvVars: []string{envCert, envEtcdctlCert}, Category: catConnection,
+			Usage: "client certificate for etcd", TakesFile: true},
+		&cli.StringFlag{Name: flagKey, EnvVars: []string{envKey, envEtcdctlKey}, Category: catConnection,
+			Usage: "client certificate's private key", TakesFile: true},
+		&cli.BoolFlag{Name: flagInsecureTLS, EnvVars: []string{envInsecureTLS}, Category: catConnection,
+			Usage: "do not verify etcd's certificate (testing only)"},
+		&cli.StringFlag{Name: flagUser, EnvVars: []string{envUser, envEtcdctlUser}, Category: catConnection,
+			Usage: "etcd user (user:password is accepted); the password comes from --password-file, " +
+				envPassword + " or " + envEtcdctlPassword},
+		&cli.StringFlag{Name: flagPasswordFile, EnvVars: []string{envPasswordFile}, Category: catConnection,
+			Usage: "file holding the etcd password", TakesFile: true},
+		&cli.StringFlag{Name: flagLogLevel, Value: "info", EnvVars: []string{envLogLevel}, Category: catLogging,
+			Usage: "trace, debug, info, warn or error"},
+		&cli.StringFlag{Name: flagLogFormat, Value: "text", EnvVars: []string{envLogFormat}, Category: catLogging,
+			Usage: "text or json; logs go to stderr"},
 	}
 }
 
 // electionFlags are those of the operator commands (status, resign).
 func electionFlags() []cli.Flag {
 	return append([]cli.Flag{
-		&cli.StringFlag{Name: flagElection, EnvVars: []string{envElection}, Usage: "election name"},
-		&cli.StringFlag{Name: flagPrefix, Value: defaultPrefix, EnvVars: []string{envPrefix}, Usage: "key prefix of all elections"},
-	}, withEnv(connectionFlagSet(), false)...)
-}
-
-// pick returns the innermost context in which name was set, so a connection
-// flag given before the subcommand is not hidden by the subcommand's
-// default. The subcommand's copies have no variables, so a variable counts
-// only at the top, below any flag on the command line.
-func pick(c *cli.Context, name string) *cli.Context {
-	for _, x := range c.Lineage() {
-		if x.IsSet(name) {
-			return x
-		}
-	}
-	return c
+		&cli.StringFlag{Name: flagElection, EnvVars: []string{envElection}, Category: catElection, Usage: "election name"},
+		&cli.StringFlag{Name: flagPrefix, Value: defaultPrefix, EnvVars: []string{envPrefix}, Category: catElection,
+			Usage: "key prefix of all elections"},
+	}, connectionFlagSet()...)
 }
 
 func logOptions(c *cli.Context) (string, bool, error) {
-	level := strings.ToLower(pick(c, flagLogLevel).String(flagLogLevel))
+	level := strings.ToLower(optString(c, flagLogLevel))
 	switch level {
 	case "trace", "debug", "info", "warn", "error":
 	default:
 		return "", false, fmt.Errorf("--log-level %q is not a level: use trace, debug, info, warn or error", level)
 	}
-	switch f := pick(c, flagLogFormat).String(flagLogFormat); f {
+	switch f := optString(c, flagLogFormat); f {
 	case "text":
 		return level, false, nil
 	case "json":
@@ -111,36 +81,45 @@ func logOptions(c *cli.Context) (string, bool, error) {
 func parseConn(c *cli.Context) (etcdconn.Config, error) {
 	var cc etcdconn.Config
 	var err error
-	if cc.Endpoints, err = parseEndpoints(pick(c, flagEndpoints).String(flagEndpoints)); err != nil {
+	if cc.Endpoints, err = parseEndpoints(optString(c, flagEndpoints)); err != nil {
 		return cc, err
 	}
-	if cc.DialTimeout = pick(c, flagDialTimeout).Duration(flagDialTimeout); cc.DialTimeout <= 0 {
+	if cc.DialTimeout, _, err = optDuration(c, flagDialTimeout); err != nil {
+		return cc, err
+	}
+	if cc.DialTimeout <= 0 {
 		return cc, fmt.Errorf("--dial-timeout %s must be positive", cc.DialTimeout)
 	}
-	cc.CACert = pick(c, flagCACert).String(flagCACert)
-	cc.Cert = pick(c, flagCert).String(flagCert)
-	cc.Key = pick(c, flagKey).String(flagKey)
+	cc.CACert = optString(c, flagCACert)
+	cc.Cert = optString(c, flagCert)
+	cc.Key = optString(c, flagKey)
 	if (cc.Cert == "") != (cc.Key == "") {
 		return cc, errors.New("--cert and --key go together: give both or neither")
 	}
-	cc.InsecureTLS = pick(c, flagInsecureTLS).Bool(flagInsecureTLS)
-	cc.User = pick(c, flagUser).String(flagUser)
+	if cc.InsecureTLS, err = optBool(c, flagInsecureTLS); err != nil {
+		return cc, err
+	}
+	cc.User = optString(c, flagUser)
 	if u, p, ok := strings.Cut(cc.User, ":"); ok {
 		cc.User, cc.Password = u, p
 	}
-	if f := pick(c, flagPasswordFile).String(flagPasswordFile); f != "" {
+	if f := optString(c, flagPasswordFile); f != "" {
 		if cc.User == "" {
 			return cc, errors.New("--password-file was given without a user: set --user too")
 		}
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return cc, fmt.Errorf("--password-file: %v", err)
+		if cc.Password, err = readPasswordFile(c, f); err != nil {
+			return cc, err
 		}
-		cc.Password = strings.TrimRight(string(b), "\r\n")
 	} else if cc.Password == "" && cc.User != "" {
 		// Password variables mean nothing without a user, and are often
 		// set in a shell for other tools.
 		cc.Password = firstEnv(etcdconn.EnvPassword, etcdconn.EnvEtcdctlPassword)
+	}
+	if cc.User != "" {
+		// Once per process: etcd says so at the first login.
+		cc.AuthDisabled = func() {
+			warn(c, "etcd has authentication disabled: --user is ignored, and every client may do what this one does", "user", cc.User)
+		}
 	}
 	return cc, nil
 }
@@ -180,4 +159,14 @@ func parseEndpoints(s string) ([]string, error) {
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// etcdFailed words a failed request of an operator command. One that etcd
+// did not answer in time names where it was sent, the bound and, when the
+// client knows it, why no connection was made.
+func etcdFailed(what string, cc etcdconn.Config, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return failf("%s: etcd at %s not reached within --dial-timeout %s: %v", what, strings.Join(cc.Endpoints, ","), cc.DialTimeout, err)
+	}
+	return failf("%s: %v", what, err)
 }

@@ -88,7 +88,7 @@ func errorMessage(err error) string {
 	case err == nil:
 		return ""
 	case errors.As(err, &end):
-		if end.Err == nil {
+		if end.Err == nil || silentLoss(end.Outcome, end.conflictCode) {
 			return ""
 		}
 	case errors.As(err, &ee):

@@ -73,7 +73,7 @@ var exitRows = map[string][]exitCase{
 	},
 	"75": {
 		{"not leader", run(runner.NotLeader, 0, errX), 75, "x"},
-		{"not leader, --conflict-exit-code 0", &runEnd{Outcome: &runner.Outcome{Kind: runner.NotLeader, Err: errX}, conflictCode: 0}, 0, "x"},
+		{"not leader, --conflict-exit-code 0: silent", &runEnd{Outcome: &runner.Outcome{Kind: runner.NotLeader, Err: errX}, conflictCode: 0}, 0, ""},
 		{"not leader, --conflict-exit-code 9", &runEnd{Outcome: &runner.Outcome{Kind: runner.NotLeader, Err: errX}, conflictCode: 9}, 9, "x"},
 	},
 	"76": {

@@ -19,15 +19,17 @@ const flagResignTimeout = "timeout"
 func resignCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "resign",
-		Usage: "ask the leader to step down; it stops its command, revokes, and campaigns again from the back",
-		Description: "The leader itself steps down, so no two commands overlap. With --id, only if that\n" +
-			"id leads (else exit 3). If the leader does not step down within --timeout, exit\n" +
-			"125, or with --force delete its key in one compare-and-delete transaction on\n" +
-			"the key and its create revision: the next leader still waits for the old lease.",
+		Usage: "ask the leader to step down: it stops its command and queues again at the back",
+		Description: "The leader itself steps down, so no two commands overlap. With --id, only\n" +
+			"if that id leads (else exit 3). If the leader does not step down within\n" +
+			"--timeout, exit 125, or with --force delete its key in one compare-and-delete\n" +
+			"transaction on the key and its create revision: the next leader still waits\n" +
+			"for the old lease.",
 		Flags: append(electionFlags(),
-			&cli.StringFlag{Name: flagID, Usage: "resign only if this id leads"},
-			&cli.DurationFlag{Name: flagResignTimeout, Value: 30 * time.Second, Usage: "how long the leader has to step down"},
-			&cli.BoolFlag{Name: flagForce, Usage: "after --timeout, delete the leader's key"},
+			&cli.StringFlag{Name: flagID, Category: catElection, Usage: "resign only if this id leads"},
+			durationFlag(cli.GenericFlag{Name: flagResignTimeout, Category: catOperations,
+				Usage: "how long the leader has to step down"}, 30*time.Second),
+			&cli.BoolFlag{Name: flagForce, Category: catOperations, Usage: "after --timeout, delete the leader's key"},
 		),
 		OnUsageError: usageError,
 		Action:       resignAction,
@@ -38,11 +40,11 @@ func resignAction(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return failf("resign takes no arguments, got %q: see etcdlead resign --help", c.Args().First())
 	}
-	election := c.String(flagElection)
+	election := optString(c, flagElection)
 	if election == "" {
 		return failf("resign needs --election NAME")
 	}
-	l, err := campaign.NewLayout(c.String(flagPrefix), election)
+	l, err := campaign.NewLayout(optString(c, flagPrefix), election)
 	if err != nil {
 		return inFlags(err)
 	}
@@ -50,22 +52,27 @@ func resignAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.Duration(flagResignTimeout) <= 0 {
-		return failf("--timeout %s must be positive", c.Duration(flagResignTimeout))
+	timeout, _, err := optDuration(c, flagResignTimeout)
+	if err != nil {
+		return err
+	}
+	if timeout <= 0 {
+		return failf("--timeout %s must be positive", timeout)
 	}
 	cli, err := etcdconn.New(cc)
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	r := resigner{cli: cli, layout: l, timeout: c.Duration(flagResignTimeout), dial: cc.DialTimeout}
-	return r.resign(c.Context, c.String(flagID), c.Bool(flagForce))
+	r := resigner{cli: cli, layout: l, timeout: timeout, dial: cc.DialTimeout, conn: cc}
+	return r.resign(c.Context, optString(c, flagID), c.Bool(flagForce))
 }
 
 type resigner struct {
 	cli           *clientv3.Client
 	layout        campaign.Layout
 	timeout, dial time.Duration
+	conn          etcdconn.Config // for messages
 }
 
 // bounded is a context for one request: each has --dial-timeout of its own,
@@ -79,7 +86,7 @@ func (r resigner) resign(ctx context.Context, id string, force bool) error {
 	defer cancel()
 	el, rev, err := campaign.ReadElection(rctx, r.cli, r.layout)
 	if err != nil {
-		return failf("resign: %v", err)
+		return etcdFailed("resign", r.conn, err)
 	}
 	p := r.layout.Prefix()
 	leader := el.Leader()
@@ -92,7 +99,7 @@ func (r resigner) resign(ctx context.Context, id string, force bool) error {
 		return withCode(exitNoLeader, fmt.Errorf("%s does not lead %s: %s does", oneline.Quote(id), p, who))
 	}
 	if _, err := r.cli.Put(rctx, r.layout.ResignKey(), string(leader.Key)); err != nil {
-		return failf("resign: %v", err)
+		return etcdFailed("resign", r.conn, err)
 	}
 	defer r.clearRequest(string(leader.Key))
 	gone, err := r.waitGone(ctx, string(leader.Key), rev+1)
@@ -114,7 +121,7 @@ func (r resigner) resign(ctx context.Context, id string, force bool) error {
 		If(clientv3.Compare(clientv3.CreateRevision(string(leader.Key)), "=", leader.CreateRevision)).
 		Then(clientv3.OpDelete(string(leader.Key))).Commit()
 	if err != nil {
-		return failf("resign --force: %v", err)
+		return etcdFailed("resign --force", r.conn, err)
 	}
 	if tx.Succeeded {
 		fmt.Printf("deleted the key of %s (%s); the next leader waits for its lease\n", who, leader.Key)

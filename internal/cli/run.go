@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"io"
 	"os"
 	"slices"
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/etcdlead/etcdlead/campaign"
 	"github.com/etcdlead/etcdlead/internal/etcdconn"
@@ -33,7 +35,9 @@ func runAction(c *cli.Context, raw []string) (err error) {
 	// counts (a `systemctl stop` of a campaigning etcdlead ends it at once).
 	sigs := signals.Catch()
 	defer sigs.Stop()
-	log := newLogger(rc.logLevel, rc.logJSON)
+	held := holdLog(rc)
+	defer held.release(true) // a return before the outcome shows what was logged
+	log := newLogger(rc.logLevel, rc.logJSON, held)
 	mon := ops.New(rc.election, rc.id, appVersion(), rc.timing.TTL, ops.Notify)
 	if rc.statusAddr != "" {
 		addr, stop, err := ops.Serve(rc.statusAddr, mon)
@@ -91,8 +95,12 @@ func runAction(c *cli.Context, raw []string) (err error) {
 		Restart:     runner.Restart(rc.restart),
 		Endpoints:   rc.conn.Endpoints,
 		DialTimeout: rc.conn.DialTimeout,
+		Won:         held.won,
+		Interactive: controllingTerminal(),
 	}, runner.Campaigns(camp), keepers, sigs, mon, log)
-	return &runEnd{Outcome: r.Run(c.Context), conflictCode: rc.conflictCode}
+	o := r.Run(c.Context)
+	held.release(!silentLoss(o, rc.conflictCode))
+	return &runEnd{Outcome: o, conflictCode: rc.conflictCode}
 }
 
 // childBaseEnv is the inherited part of the child's environment: etcdlead's
@@ -118,9 +126,15 @@ func childBaseEnv(environ []string) []string {
 
 // newLogger writes through the process's asynchronous stderr writer: a
 // stderr that does not drain must not hold up a renewal or a stop. Lines
-// that do not fit are dropped and counted; Main flushes at exit.
-func newLogger(level string, json bool) hclog.Logger {
+// that do not fit are dropped and counted; Main flushes at exit. A
+// non-nil held keeps lines back until the run's outcome is known.
+func newLogger(level string, json bool, held *heldLog) hclog.Logger {
+	var out io.Writer
+	if held != nil {
+		out = held
+	}
 	return logbuf.Logger(hclog.LoggerOptions{
+		Output:     out,
 		Name:       "etcdlead",
 		Level:      hclog.LevelFromString(level),
 		JSONFormat: json,
@@ -129,33 +143,40 @@ func newLogger(level string, json bool) hclog.Logger {
 
 func runFlags() []cli.Flag {
 	return append([]cli.Flag{
-		&cli.StringFlag{Name: flagElection, EnvVars: []string{envElection},
-			Usage: "election name (default: the command's base name; required for shells and interpreters)"},
-		&cli.StringFlag{Name: flagPrefix, Value: defaultPrefix, EnvVars: []string{envPrefix}, Usage: "key prefix of all elections"},
-		&cli.DurationFlag{Name: flagTTL, Value: campaign.DefaultTTL, EnvVars: []string{envTTL},
-			Usage: "lease TTL, whole seconds from 2s to 1h: how long a crashed leader blocks the election"},
-		&cli.StringFlag{Name: flagID, EnvVars: []string{envID}, Usage: "this candidate's id, stored as the key's value (default: hostname/pid)"},
-		&cli.StringFlag{Name: flagKillSignal, Value: "SIGTERM", EnvVars: []string{envKillSignal}, Usage: "signal that asks the child to stop"},
-		&cli.DurationFlag{Name: flagKillTimeout, Value: campaign.DefaultKillTimeout, EnvVars: []string{envKillTimeout},
-			Usage: "grace between the kill signal and SIGKILL (default 5s, or TTL/4 when 5s does not fit)"},
-		&cli.DurationFlag{Name: flagFenceMargin, EnvVars: []string{envFenceMargin},
-			Usage: "how long before the lease could expire the child must be dead (default max(250ms, TTL/20))"},
-		&cli.DurationFlag{Name: flagWait, EnvVars: []string{envWait}, Usage: "give up if not leading after this long (default: wait for ever)"},
-		&cli.IntFlag{Name: flagConflictCode, Value: exitConflict, EnvVars: []string{envConflictCode},
-			Usage: "exit code when --wait or --no-wait ends while another candidate leads"},
-		&cli.BoolFlag{Name: flagOnce, EnvVars: []string{envOnce},
+		&cli.StringFlag{Name: flagElection, EnvVars: []string{envElection}, Category: catElection,
+			DefaultText: "the command's base name",
+			Usage:       "election name; required when the command is a shell or an interpreter"},
+		&cli.StringFlag{Name: flagPrefix, Value: defaultPrefix, EnvVars: []string{envPrefix}, Category: catElection,
+			Usage: "key prefix of all elections"},
+		&cli.StringFlag{Name: flagID, EnvVars: []string{envID}, Category: catElection, DefaultText: "hostname/pid",
+			Usage: "this candidate's id, stored as its key's value"},
+		durationFlag(cli.GenericFlag{Name: flagTTL, EnvVars: []string{envTTL}, Category: catTiming,
+			Usage: "lease TTL, whole seconds from 2s to 1h: how long a crashed leader blocks the election"}, campaign.DefaultTTL),
+		&cli.StringFlag{Name: flagKillSignal, Value: "SIGTERM", EnvVars: []string{envKillSignal}, Category: catTiming,
+			Usage: "signal that asks the command to stop"},
+		durationFlag(cli.GenericFlag{Name: flagKillTimeout, EnvVars: []string{envKillTimeout}, Category: catTiming,
+			DefaultText: "5s, or TTL/4 when 5s does not fit",
+			Usage:       "grace between the kill signal and SIGKILL"}, campaign.DefaultKillTimeout),
+		durationFlag(cli.GenericFlag{Name: flagFenceMargin, EnvVars: []string{envFenceMargin}, Category: catTiming,
+			DefaultText: "max(250ms, TTL/20)",
+			Usage:       "how long before the lease could expire the command must be dead"}, 0),
+		durationFlag(cli.GenericFlag{Name: flagWait, EnvVars: []string{envWait}, Category: catWhen, DefaultText: "for ever",
+			Usage: "give up if not leading after this long; 0 gives up at once, like --no-wait"}, 0),
+		&cli.BoolFlag{Name: flagNoWait, EnvVars: []string{envNoWait}, Category: catWhen,
+			Usage: "give up at once if another candidate leads: exit 75, like flock -n -E 75"},
+		&cli.IntFlag{Name: flagConflictCode, Value: exitConflict, EnvVars: []string{envConflictCode}, Category: catWhen,
+			Usage: "exit code when --wait or --no-wait ends while another candidate leads; 0 also keeps such a loss silent"},
+		&cli.BoolFlag{Name: flagOnce, EnvVars: []string{envOnce}, Category: catWhen,
 			Usage: "run the command at most once: if leadership is lost, stop it and exit 76"},
-		&cli.BoolFlag{Name: flagNoWait, EnvVars: []string{envNoWait},
-			Usage: "like flock -n: exit 75 at once if another candidate leads"},
-		&cli.DurationFlag{Name: flagHoldAtLeast, EnvVars: []string{envHoldAtLeast},
-			Usage: "keep leadership this long after winning, even if the command ends sooner (cron singletons)"},
-		&cli.DurationFlag{Name: flagTimeout, EnvVars: []string{envTimeout},
-			Usage: "stop the command after this long and exit 124, like timeout(1)"},
-		&cli.StringFlag{Name: flagRestart, Value: "never", EnvVars: []string{envRestart},
+		durationFlag(cli.GenericFlag{Name: flagHoldAtLeast, EnvVars: []string{envHoldAtLeast}, Category: catWhen,
+			Usage: "keep leadership this long after winning, even if the command ends sooner"}, 0),
+		durationFlag(cli.GenericFlag{Name: flagTimeout, EnvVars: []string{envTimeout}, Category: catWhen, DefaultText: "none",
+			Usage: "stop the command after this long and exit 124, like timeout(1)"}, 0),
+		&cli.StringFlag{Name: flagRestart, Value: "never", EnvVars: []string{envRestart}, Category: catWhen,
 			Usage: "never, on-failure or always: campaign again after the command exits"},
-		&cli.StringFlag{Name: flagStatusAddr, EnvVars: []string{envStatusAddr},
-			Usage: "serve /healthz, /leader, /status and /metrics over HTTP on HOST:PORT"},
-	}, withEnv(connectionFlagSet(), false)...)
+		&cli.StringFlag{Name: flagStatusAddr, EnvVars: []string{envStatusAddr}, Category: catOperations,
+			Usage: "serve /healthz, /leader, /status and /metrics over HTTP"},
+	}, connectionFlagSet()...)
 }
 
 func runCommand(raw []string) *cli.Command {
@@ -170,4 +191,12 @@ func runCommand(raw []string) *cli.Command {
 		OnUsageError: usageError,
 		Action:       func(c *cli.Context) error { return runAction(c, raw) },
 	}
+}
+
+// controllingTerminal reports whether stdin is this process's controlling
+// terminal: the keeper then gives the child the terminal's foreground
+// (package supervisor asks the same way).
+func controllingTerminal() bool {
+	_, err := unix.IoctlGetInt(0, unix.TIOCGPGRP)
+	return err == nil
 }

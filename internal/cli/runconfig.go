@@ -55,36 +55,33 @@ func parseRunConfig(c *cli.Context, raw []string) (runConfig, error) {
 	if rc.conn, err = parseConn(c); err != nil {
 		return rc, err
 	}
-	if rc.election, err = electionName(pick(c, flagElection).String(flagElection), rc.argv[0]); err != nil {
+	if rc.election, err = electionName(optString(c, flagElection), rc.argv[0]); err != nil {
 		return rc, err
 	}
-	if rc.layout, err = campaign.NewLayout(c.String(flagPrefix), rc.election); err != nil {
+	if rc.layout, err = campaign.NewLayout(optString(c, flagPrefix), rc.election); err != nil {
 		return rc, inFlags(err)
 	}
-	if rc.id = c.String(flagID); rc.id == "" {
+	if rc.id = optString(c, flagID); rc.id == "" {
 		host, _ := os.Hostname()
 		rc.id = fmt.Sprintf("%s/%d", host, os.Getpid())
 	}
 	if err := campaign.CheckID(rc.id); err != nil {
 		return rc, inFlags(err)
 	}
-	if rc.killSignal, err = parseSignal(c.String(flagKillSignal)); err != nil {
+	if rc.killSignal, err = parseSignal(optString(c, flagKillSignal)); err != nil {
 		return rc, err
 	}
-	rc.timing, err = campaign.ResolveTiming(campaign.Timing{
-		TTL:         c.Duration(flagTTL),
-		KillTimeout: c.Duration(flagKillTimeout),
-		FenceMargin: c.Duration(flagFenceMargin),
-	}, c.IsSet(flagKillTimeout), c.IsSet(flagFenceMargin))
-	rc.killSet = c.IsSet(flagKillTimeout)
-	if err != nil {
-		return rc, inFlags(err)
+	if err := parseTiming(c, &rc); err != nil {
+		return rc, err
 	}
-	if rc.wait = c.Duration(flagWait); rc.wait < 0 {
-		return rc, fmt.Errorf("--wait %s must not be negative", rc.wait)
+	if rc.conflictCode, err = optInt(c, flagConflictCode); err != nil {
+		return rc, err
 	}
-	if rc.conflictCode = c.Int(flagConflictCode); rc.conflictCode < 0 || rc.conflictCode > 255 {
+	if rc.conflictCode < 0 || rc.conflictCode > 255 {
 		return rc, fmt.Errorf("--conflict-exit-code %d is not an exit code: use 0 to 255", rc.conflictCode)
+	}
+	if err := parseWait(c, &rc); err != nil {
+		return rc, err
 	}
 	if err := parseCronOptions(c, &rc); err != nil {
 		return rc, err
@@ -93,18 +90,79 @@ func parseRunConfig(c *cli.Context, raw []string) (runConfig, error) {
 	return rc, err
 }
 
+func parseTiming(c *cli.Context, rc *runConfig) error {
+	var t campaign.Timing
+	var killSet, marginSet bool
+	var err error
+	if t.TTL, _, err = optDuration(c, flagTTL); err != nil {
+		return err
+	}
+	if t.KillTimeout, killSet, err = optDuration(c, flagKillTimeout); err != nil {
+		return err
+	}
+	if t.FenceMargin, marginSet, err = optDuration(c, flagFenceMargin); err != nil {
+		return err
+	}
+	rc.killSet = killSet
+	rc.timing, err = campaign.ResolveTiming(t, killSet, marginSet)
+	return inFlags(err)
+}
+
+// parseWait reads --wait and --no-wait. --wait 0 gives up at once, as
+// `flock -w 0` does; only leaving --wait out waits for ever. Of the two, one
+// given on the command line wins over the other's variable, which is then
+// not even read.
+func parseWait(c *cli.Context, rc *runConfig) error {
+	waitFrom, noWaitFrom := originOf(c, flagWait), originOf(c, flagNoWait)
+	var err error
+	if noWaitFrom >= waitFrom {
+		if rc.noWait, err = optBool(c, flagNoWait); err != nil {
+			return err
+		}
+	}
+	if waitFrom < noWaitFrom && rc.noWait {
+		return nil // --no-wait on the command line overrides $ETCDLEAD_WAIT
+	}
+	wait, given, err := optDuration(c, flagWait)
+	switch {
+	case err != nil:
+		return err
+	case wait < 0:
+		return fmt.Errorf("--wait %s must not be negative: use 0 to give up at once, or leave it out to wait for ever", wait)
+	case !given:
+		return nil
+	case waitFrom > noWaitFrom:
+		rc.noWait = false // --wait on the command line overrides $ETCDLEAD_NO_WAIT
+	case rc.noWait && wait > 0 && waitFrom == fromEnv:
+		return fmt.Errorf("%s and %s contradict each other: unset one of them", envNoWait, envWait)
+	case rc.noWait && wait > 0:
+		return errors.New("--no-wait and --wait contradict each other: give one of them")
+	}
+	rc.wait = wait
+	if wait == 0 {
+		rc.noWait = true
+	}
+	return nil
+}
+
 // parseCronOptions reads the options that decide when a run ends.
 func parseCronOptions(c *cli.Context, rc *runConfig) error {
-	rc.once, rc.noWait = c.Bool(flagOnce), c.Bool(flagNoWait)
-	rc.holdAtLeast, rc.timeout = c.Duration(flagHoldAtLeast), c.Duration(flagTimeout)
-	rc.restart, rc.statusAddr = c.String(flagRestart), c.String(flagStatusAddr)
+	var err error
+	if rc.once, err = optBool(c, flagOnce); err != nil {
+		return err
+	}
+	if rc.holdAtLeast, _, err = optDuration(c, flagHoldAtLeast); err != nil {
+		return err
+	}
+	if rc.timeout, _, err = optDuration(c, flagTimeout); err != nil {
+		return err
+	}
+	rc.restart, rc.statusAddr = optString(c, flagRestart), optString(c, flagStatusAddr)
 	switch {
 	case rc.restart != "never" && rc.restart != "on-failure" && rc.restart != "always":
 		return fmt.Errorf("--restart %q is not a policy: use never, on-failure or always", rc.restart)
 	case rc.once && rc.restart != "never":
 		return fmt.Errorf("--once runs the command at most once, --restart %s again: give one of them", rc.restart)
-	case rc.noWait && rc.wait > 0:
-		return errors.New("--no-wait and --wait contradict each other: give one of them")
 	case rc.holdAtLeast < 0 || rc.timeout < 0:
 		return errors.New("--hold-at-least and --timeout must not be negative")
 	}

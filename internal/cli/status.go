@@ -46,7 +46,7 @@ func statusCommand() *cli.Command {
 		Usage: "show the leader and the waiting candidates (exit 0 with a leader, 3 without)",
 		Description: "Without --election, every election under --prefix is shown. --json prints one\n" +
 			"election object with --election, else {\"elections\": [...]}.",
-		Flags:        append(electionFlags(), &cli.BoolFlag{Name: flagJSON, Usage: "print JSON"}),
+		Flags:        append(electionFlags(), &cli.BoolFlag{Name: flagJSON, Category: catOutput, Usage: "print JSON"}),
 		OnUsageError: usageError,
 		Action:       statusAction,
 	}
@@ -58,11 +58,11 @@ func statusAction(c *cli.Context) error {
 	}
 	// One election's layout, or the prefix of all of them.
 	var one *campaign.Layout
-	prefix, err := campaign.NormalPrefix(c.String(flagPrefix))
+	prefix, err := campaign.NormalPrefix(optString(c, flagPrefix))
 	if err != nil {
 		return inFlags(err)
 	}
-	if election := c.String(flagElection); election != "" {
+	if election := optString(c, flagElection); election != "" {
 		l, err := campaign.NewLayout(prefix, election)
 		if err != nil {
 			return inFlags(err)
@@ -82,7 +82,7 @@ func statusAction(c *cli.Context) error {
 	defer cancel()
 	els, err := readElections(ctx, cli, prefix, one)
 	if err != nil {
-		return failf("status: %v", err)
+		return etcdFailed("status", cc, err)
 	}
 	if c.Bool(flagJSON) {
 		err = printJSON(os.Stdout, els, one != nil)

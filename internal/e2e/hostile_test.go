@@ -59,7 +59,7 @@ func TestHostileInputLeavesNothing(t *testing.T) {
 		{[]string{"--ttl=2h", "--", "true"}, 125, []string{"--ttl 2h0m0s is out of range"}},
 		{[]string{"--ttl=100000h", "--", "true"}, 125, []string{"--ttl 100000h0m0s is out of range"}},
 		{[]string{"--ttl=-3s", "--", "true"}, 125, []string{"out of range"}},
-		{[]string{"--ttl=15", "--", "true"}, 125, []string{`invalid value "15" for flag -ttl`, "see --help"}},
+		{[]string{"--ttl=15x", "--", "true"}, 125, []string{`--ttl "15x" is not a duration`, "or 15 for seconds"}},
 		{[]string{"--ttl=2s", "--kill-timeout=5s", "--", "true"}, 125, []string{"exceeds 2/3 of --ttl 2s", "use --ttl 10s or shorter timeouts"}},
 		{[]string{"--ttl=15s", "--kill-timeout=10s", "--", "true"}, 125, []string{"exceeds 2/3 of --ttl 15s", "use --ttl 18s"}},
 		{[]string{"--kill-timeout=0s", "--", "true"}, 125, []string{"--kill-timeout 0s must be positive"}},
@@ -78,7 +78,7 @@ func TestHostileInputLeavesNothing(t *testing.T) {
 		{[]string{"--cert=" + filepath.Join(dir, "c.pem"), "--", "true"}, 125, []string{"--cert and --key go together"}},
 		{[]string{"--cacert=" + filepath.Join(dir, "none.pem"), "--", "true"}, 125, []string{"--cacert: " + filepath.Join(dir, "none.pem") + ": no such file or directory"}},
 		{[]string{"--password-file=" + filepath.Join(dir, "pw"), "--", "true"}, 125, []string{"--password-file was given without a user"}},
-		{[]string{"--user=alice", "--password-file=" + dir, "--", "true"}, 125, []string{"--password-file: read " + dir + ": is a directory"}},
+		{[]string{"--user=alice", "--password-file=" + dir, "--", "true"}, 125, []string{"--password-file " + dir + " is not a regular file (a directory)"}},
 	} {
 		args := []string{"run", "--prefix=hostile/", "--election=hostile"}
 		if !strings.Contains(strings.Join(tc.args, " "), "--endpoints") {

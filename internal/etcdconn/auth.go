@@ -23,6 +23,8 @@ const authenticateMethod = "/etcdserverpb.Auth/Authenticate"
 type tokenAuth struct {
 	user, password string
 	login          chan struct{} // one login at a time
+	off            sync.Once     // calls authDisabled once
+	authDisabled   func()
 
 	mu    sync.Mutex
 	token string
@@ -37,8 +39,8 @@ const (
 	authOff                      // etcd has auth disabled: send nothing
 )
 
-func newTokenAuth(user, password string) *tokenAuth {
-	return &tokenAuth{user: user, password: password, login: make(chan struct{}, 1)}
+func newTokenAuth(user, password string, authDisabled func()) *tokenAuth {
+	return &tokenAuth{user: user, password: password, login: make(chan struct{}, 1), authDisabled: authDisabled}
 }
 
 func (a *tokenAuth) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
@@ -117,6 +119,9 @@ func (a *tokenAuth) authenticate(ctx context.Context, cc *grpc.ClientConn) (stri
 	}
 	resp, err := pb.NewAuthClient(cc).Authenticate(ctx,
 		&pb.AuthenticateRequest{Name: a.user, Password: a.password}, grpc.WaitForReady(true))
+	if isEtcdError(err, rpctypes.ErrGRPCAuthNotEnabled) && a.authDisabled != nil {
+		a.off.Do(a.authDisabled)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	switch {

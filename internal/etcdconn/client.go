@@ -27,6 +27,10 @@ type Config struct {
 	InsecureTLS bool
 	User        string
 	Password    string
+	// AuthDisabled, if set, is called once when etcd turns out to have
+	// authentication disabled although a user was given: the user then
+	// stands for nothing, which an operator should hear.
+	AuthDisabled func()
 }
 
 // The variables a password may come from, named in the refusals so the
@@ -71,7 +75,7 @@ func New(cc Config) (*clientv3.Client, error) {
 	if err := CheckEndpoints(cc.Endpoints); err != nil {
 		return nil, err
 	}
-	var unary []grpc.UnaryClientInterceptor
+	unary := []grpc.UnaryClientInterceptor{nameCause}
 	var stream []grpc.StreamClientInterceptor
 	tlsCfg, err := tlsConfig(cc)
 	if err != nil {
@@ -88,7 +92,7 @@ func New(cc Config) (*clientv3.Client, error) {
 			return nil, fmt.Errorf("user %q has no password: give --password-file, set %s or %s, or use --user user:password",
 				cc.User, EnvPassword, EnvEtcdctlPassword)
 		}
-		a := newTokenAuth(cc.User, cc.Password)
+		a := newTokenAuth(cc.User, cc.Password, cc.AuthDisabled)
 		unary = append(unary, a.unary)
 		stream = append(stream, a.stream)
 	}

@@ -3,6 +3,9 @@ package etcdconn
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -185,5 +188,41 @@ func TestNewRefusesBadConfiguration(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("%s: the error shows the password: %v", c.name, err)
 		}
+	}
+}
+
+// gRPC's last connection error, as the client's status messages carry it,
+// is worded as its cause; a message without one is left alone.
+func TestConnCause(t *testing.T) {
+	for msg, want := range map[string]string{
+		`latest balancer error: connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:1: connect: connection refused"`:                                                                        "connection refused at 127.0.0.1:1: is etcd running, and listening on that port?",
+		`latest balancer error: connection error: desc = "transport: Error while dialing: dial tcp: lookup etcd.invalid on 10.0.0.53:53: no such host"`:                                                              "name etcd.invalid not resolved (no such host)",
+		`latest balancer error: connection error: desc = "transport: Error while dialing: dial tcp 10.0.0.9:2379: i/o timeout"`:                                                                                      "no answer from 10.0.0.9:2379 (connect timed out): is a firewall dropping it?",
+		`latest balancer error: connection error: desc = "error reading server preface: http2: failed reading the frame payload: http2: frame too large, note that the frame header looked like an HTTP/1.1 header"`: "the server answered in HTTP/1.1, not in etcd's gRPC: check the endpoint's port",
+		`latest balancer error: connection error: desc = "transport: authentication handshake failed: EOF"`:                                                                                                          "TLS handshake failed: EOF",
+		`context deadline exceeded`: "",
+	} {
+		if got := connCause(msg); got != want {
+			t.Errorf("connCause(%q) = %q, want %q", msg, got, want)
+		}
+	}
+}
+
+// The plain-text probe tells a plain HTTP server from a TLS one: Go's TLS
+// servers answer a plain request with a 400 that names HTTPS, and must not
+// be taken for plain text.
+func TestPlainTextProbe(t *testing.T) {
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, `{"etcdserver":"3.6.0"}`)
+	}))
+	defer plain.Close()
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer tlsSrv.Close()
+	ctx := context.Background()
+	if !plainText(ctx, strings.TrimPrefix(plain.URL, "http://")) {
+		t.Error("a plain HTTP server was not taken for plain text")
+	}
+	if plainText(ctx, strings.TrimPrefix(tlsSrv.URL, "https://")) {
+		t.Error("a TLS server was taken for plain text")
 	}
 }

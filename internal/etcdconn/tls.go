@@ -1,12 +1,15 @@
 package etcdconn
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"io"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -160,7 +163,12 @@ func (c *guardedCreds) ClientHandshake(ctx context.Context, authority string, ra
 	addr := raw.RemoteAddr().String()
 	conn, info, err := c.TransportCredentials.ClientHandshake(ctx, authority, raw)
 	if err != nil {
-		if r := c.g.explain(addr, err); r != nil {
+		r := c.g.explain(addr, err)
+		if r == nil && closedEarly(err) && plainText(ctx, addr) {
+			r = refuse(codes.Unauthenticated, err,
+				"etcd at %s answers in plain text, not TLS: use http://%s without TLS options, or the port of etcd's https listener", addr, addr)
+		}
+		if r != nil {
 			c.g.record(addr, r)
 		}
 		return nil, nil, err
@@ -213,3 +221,36 @@ func (c *guardedConn) note(err error) {
 		c.g.record(c.addr, r)
 	}
 }
+
+// closedEarly is a handshake that the server ended without a word: what a
+// plain-text etcd does with a TLS hello, but also what a server that is
+// restarting may do.
+func closedEarly(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// plainText asks addr, over a connection of its own, for etcd's /version
+// in plain HTTP: a server that answers it speaks no TLS, which a retry
+// cannot mend. A TLS server, or one that is restarting, does not answer in
+// HTTP, and the handshake stays one to retry.
+func plainText(ctx context.Context, addr string) bool {
+	d := net.Dialer{Timeout: plainProbeWait}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(plainProbeWait))
+	if _, err := io.WriteString(conn, "GET /version HTTP/1.0\r\n\r\n"); err != nil {
+		return false
+	}
+	// What arrives before the server closes or the bound ends. Go's TLS
+	// servers answer a plain request with a 400 that says they speak TLS:
+	// such a server only failed this one handshake.
+	b, _ := io.ReadAll(io.LimitReader(conn, 1024))
+	return bytes.HasPrefix(b, []byte("HTTP/")) && !bytes.Contains(b, []byte("HTTPS server"))
+}
+
+// plainProbeWait bounds the plain-text probe; a server on loopback or a
+// LAN answers far sooner.
+const plainProbeWait = time.Second

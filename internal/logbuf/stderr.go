@@ -17,7 +17,9 @@ func Stderr() *Writer { return stderr() }
 
 // Logger is an hclog.Logger with opts whose output is Stderr; the notice of
 // dropped lines takes the logger's format and name. Each record is one
-// line, and durations read as "15s" in both formats (see records).
+// line, and durations read as "15s" in both formats (see records). An
+// opts.Output that is set must be a filter that writes on to Stderr, and
+// must not block.
 func Logger(opts hclog.LoggerOptions) hclog.Logger { return logger(Stderr(), opts) }
 
 func logger(w *Writer, opts hclog.LoggerOptions) hclog.Logger {
@@ -30,7 +32,9 @@ func logger(w *Writer, opts hclog.LoggerOptions) hclog.Logger {
 		hclog.New(&notice).Warn("log lines dropped: stderr was blocked", "dropped", n)
 		return b.Bytes()
 	})
-	opts.Output = w
+	if opts.Output == nil {
+		opts.Output = w
+	}
 	return records{hclog.New(&opts), opts.JSONFormat}
 }
 

@@ -162,8 +162,12 @@ type fakeChild struct {
 }
 
 func (c *fakeChild) exit(code int, reason supervisor.Reason) {
+	c.end(supervisor.Result{Code: code, Reason: reason})
+}
+
+func (c *fakeChild) end(res supervisor.Result) {
 	c.once.Do(func() {
-		c.res = supervisor.Result{Code: code, Reason: reason}
+		c.res = res
 		c.j.add("child exited")
 		close(c.done)
 	})

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"syscall"
 	"time"
 
 	"github.com/etcdlead/etcdlead/campaign"
@@ -25,6 +26,9 @@ func (st termState) stopping() bool { return st.stopped || st.lost != nil || st.
 // group is gone before the lease is revoked. nil means campaign again.
 func (r *Runner) lead(ctx context.Context, term *Term) *Outcome {
 	defer term.Revoke()
+	if r.cfg.Won != nil {
+		r.cfg.Won()
+	}
 	r.mon.Elected(term.Key, term.Rev, term.Lease)
 	child, err := r.keepers.Start(term.Deadline(), r.termEnv(term))
 	if err != nil {
@@ -142,6 +146,12 @@ func (r *Runner) afterChild(res supervisor.Result, st termState) *Outcome {
 		return end(KeeperLost, res.Code, errors.New("the keeper process died; the child and every process it left were killed"))
 	}
 	r.mon.TermEnded(ops.ReasonExited)
+	if r.cfg.Interactive && res.Signaled && res.Code == supervisor.SignalExit(syscall.SIGINT) {
+		// Ctrl-C on the terminal reaches the child, not etcdlead: the user
+		// asked the run to end, not for the command to start again.
+		r.log.Info("the command died of SIGINT from the terminal (Ctrl-C); exiting")
+		return end(Stopped, res.Code, nil)
+	}
 	if r.cfg.Restart == RestartAlways || (r.cfg.Restart == RestartOnFailure && res.Code != 0) {
 		r.log.Info("campaigning again (--restart)", "restart", r.cfg.Restart, "status", res.Code)
 		return nil

@@ -28,6 +28,13 @@ type Config struct {
 	Restart     Restart
 	Endpoints   []string      // for messages and the child's environment
 	DialTimeout time.Duration // bounds a --no-wait attempt
+	// Interactive: stdin is this process's controlling terminal, whose
+	// foreground the child gets, so Ctrl-C reaches the child alone.
+	Interactive bool
+	// Won, if set, is called when a term is won, before its child starts:
+	// from then on the run can no longer end as NotLeader before a child
+	// ran.
+	Won func()
 }
 
 // Restart is --restart: whether a child that exited by itself is followed

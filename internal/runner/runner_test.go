@@ -188,6 +188,41 @@ func TestRestartAlways(t *testing.T) {
 	wantOutcome(t, g.outcome(t), Stopped, 143)
 }
 
+// Ctrl-C on the terminal kills the child with SIGINT: an interactive run
+// then ends with 130 instead of starting the command again. An exit status
+// of 130 is no Ctrl-C, and neither is a SIGINT without a terminal.
+func TestRestartAlwaysStopsOnCtrlC(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		interactive bool
+		res         supervisor.Result
+		restarts    bool
+	}{
+		{"ctrl-c", true, supervisor.Result{Code: 130, Reason: supervisor.ReasonExited, Signaled: true}, false},
+		{"exit 130", true, supervisor.Result{Code: 130, Reason: supervisor.ReasonExited}, true},
+		{"sigint, no terminal", false, supervisor.Result{Code: 130, Reason: supervisor.ReasonExited, Signaled: true}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := baseConfig()
+			cfg.Restart = RestartAlways
+			cfg.Interactive = c.interactive
+			g := newRig(t, cfg, func(g *rig) []func(int) (*Term, error) {
+				return []func(int) (*Term, error){g.wins(), g.wins()}
+			})
+			g.keepers.child(t, 0).end(c.res)
+			if !c.restarts {
+				wantOutcome(t, g.outcome(t), Stopped, 130)
+				return
+			}
+			second := g.keepers.child(t, 1)
+			g.sigs <- syscall.SIGTERM
+			g.j.waitFor(t, "stop SIGTERM", 1)
+			second.exit(143, supervisor.ReasonStopped)
+			wantOutcome(t, g.outcome(t), Stopped, 143)
+		})
+	}
+}
+
 // How failed campaigns end the run.
 func TestCampaignFailures(t *testing.T) {
 	refused := status.Error(codes.Unauthenticated, "bad password")
