@@ -8,6 +8,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/etcdlead/etcdlead/campaign"
 	"github.com/etcdlead/etcdlead/internal/etcdconn"
@@ -149,12 +150,30 @@ func TestRenewals(t *testing.T) {
 	})
 
 	// The deadline is the send time of the renewal etcd answered plus the
-	// TTL, on the campaigner's clock, and never moves back.
+	// TTL, on the campaigner's clock, and never moves back. The clock jumps
+	// each time an answer arrives, so a deadline counted from the answer
+	// (later than etcd's own expiry) cannot pass for one counted from the
+	// send.
 	t.Run("deadline-from-send-time", func(t *testing.T) {
 		t.Parallel()
-		f := newFixture(t, etcdtest.NewClient(t, cluster.Endpoints()...))
+		const jump = 50 * time.Second
 		var clock atomic.Int64
 		clock.Store(int64(100 * time.Second))
+		cfg := etcdtest.ClientConfig(cluster.Endpoints()...)
+		cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainStreamInterceptor(
+			func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+				cs, err := streamer(ctx, desc, cc, method, opts...)
+				if err != nil || method != "/etcdserverpb.Lease/LeaseKeepAlive" {
+					return cs, err
+				}
+				return answerClock{cs, &clock, jump}, nil
+			}))
+		cli, err := clientv3.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cli.Close() })
+		f := newFixture(t, cli)
 		c, err := campaign.New(campaign.Config{
 			Client: f.cli, Layout: f.l, ID: "c", TTL: 10 * time.Second, Guard: time.Second, RequestTimeout: 5 * time.Second,
 			Now: func() time.Duration { return time.Duration(clock.Load()) },
@@ -170,13 +189,18 @@ func TestRenewals(t *testing.T) {
 		if d := a.Deadline(); d != 110*time.Second {
 			t.Fatalf("deadline after a grant sent at 100s with TTL 10s = %s", d)
 		}
+		// Sent at 200s (answered at 250s), then at 150s (answered at 200s):
+		// the second must not move the deadline back.
 		for _, c := range []struct{ sent, want time.Duration }{{200 * time.Second, 210 * time.Second}, {150 * time.Second, 210 * time.Second}} {
 			clock.Store(int64(c.sent))
 			if err := a.RenewOnce(t.Context(), 5*time.Second); err != nil {
 				t.Fatal(err)
 			}
+			if got := time.Duration(clock.Load()); got != c.sent+jump {
+				t.Fatalf("clock %s after the renewal sent at %s: the answer was not seen", got, c.sent)
+			}
 			if d := a.Deadline(); d != c.want {
-				t.Errorf("deadline after a renewal sent at %s = %s, want %s", c.sent, d, c.want)
+				t.Errorf("deadline after a renewal sent at %s and answered at %s = %s, want %s", c.sent, c.sent+jump, d, c.want)
 			}
 		}
 	})
@@ -212,6 +236,11 @@ func TestRenewals(t *testing.T) {
 		if len(told) == 0 || len(told) > renewed*2/3+1 {
 			t.Errorf("%d deadlines handed over for %d renewals, want at least one and about every other", len(told), renewed)
 		}
+		// Too rarely would fence a healthy leader's child: the keeper's
+		// deadline must keep up with the term's, a step at a time.
+		if len(told) < renewed/3 {
+			t.Errorf("%d deadlines handed over for %d renewals, want about every other: the keeper's fence would fire while the term holds", len(told), renewed)
+		}
 		for i, d := range told {
 			if i > 0 && d <= told[i-1] {
 				t.Errorf("deadline %s handed over after %s", d, told[i-1])
@@ -221,6 +250,22 @@ func TestRenewals(t *testing.T) {
 			t.Errorf("handed over %s, later than the term's deadline %s", last, a.Deadline())
 		}
 	})
+}
+
+// answerClock moves a test's clock on by jump whenever an answer arrives
+// on its stream.
+type answerClock struct {
+	grpc.ClientStream
+	clock *atomic.Int64
+	jump  time.Duration
+}
+
+func (a answerClock) RecvMsg(m any) error {
+	err := a.ClientStream.RecvMsg(m)
+	if err == nil {
+		a.clock.Add(int64(a.jump))
+	}
+	return err
 }
 
 // renewObserver hears renewals only.

@@ -131,6 +131,27 @@ var breaks = []breakage{
 		pkg: "./internal/e2e", tests: "^TestKeeperKilledNoDescendantOutlivesRevoke$",
 	},
 	{
+		name: "renewal: deadline from the send time", file: "campaign/term.go",
+		why: "the deadline counts from when the answer came, not from when the renewal was sent, so it can run past etcd's expiry",
+		old: "\tt.setDeadline(sent + time.Duration(ttl)*time.Second)\n",
+		new: "\t_ = sent\n\tt.setDeadline(t.c.cfg.Now() + time.Duration(ttl)*time.Second)\n",
+		pkg: "./campaign", tests: "^TestRenewals$",
+	},
+	{
+		name: "renewal: answers credited in order", file: "campaign/renew.go",
+		why: "an answer is credited to the newest send of its lease, so an abandoned older send's answer moves a newer deadline",
+		old: "\t\ti := slices.IndexFunc(ka.pending, func(s *renewalSend) bool { return int64(s.lease) == resp.ID })\n",
+		new: "\t\ti := slices.IndexFunc(ka.pending, func(s *renewalSend) bool { return int64(s.lease) == resp.ID })\n\t\tif j := len(ka.pending) - 1; i >= 0 && int64(ka.pending[j].lease) == resp.ID {\n\t\t\ti = j\n\t\t}\n",
+		pkg: "./campaign", tests: "^TestRenewalAnswersCreditedInOrder$",
+	},
+	{
+		name: "keeper told the deadline as it moves", file: "campaign/hold.go",
+		why: "after its first renewal the leader never hands its keeper a new deadline, so the fence fires while the term holds",
+		old: "\treturn told == 0 || d-told >= step || told-guard-t.c.cfg.Now() < 3*r\n",
+		new: "\treturn told == 0 || false && (d-told >= step || told-guard-t.c.cfg.Now() < 3*r)\n",
+		pkg: "./campaign", tests: "^TestRenewals$",
+	},
+	{
 		name: "fence not held up by a log write", file: "supervisor/keeperloop_linux.go",
 		why: "the keeper logs synchronously to the inherited stderr before it signals at the fence",
 		old: "\tout := k.g.tick(Now())\n\tk.stopTree(out)",
