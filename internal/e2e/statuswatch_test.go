@@ -307,3 +307,67 @@ func TestStatusWatchRefusals(t *testing.T) {
 		t.Fatalf("status --watch exit %d after SIGTERM, want 0", code)
 	}
 }
+
+// A member cut off from its quorum keeps its connections open but has no
+// raft leader: the stream must say etcd does not answer, not go silent,
+// and go on once the quorum is back.
+func TestStatusWatchNoQuorum(t *testing.T) {
+	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
+	ms := cluster.Members()
+	e := newEnv(t, []string{ms[0].ClientAddr()})
+	w := e.watchStatus("web", nil)
+	w.out.waitFor(t, "watch", "state=no-leader waiting=0", 0)
+	ms[1].Stop(t)
+	ms[2].Stop(t)
+	w.log.waitFor(t, "watch", "etcdlead: status: etcd unreachable", 0)
+	ms[1].Restart(t)
+	if line, i := w.out.waitFor(t, "watch", "state=", 1); i != 1 || !strings.Contains(line, "state=no-leader waiting=0") {
+		t.Fatalf("line %d %q, want the state again once the quorum is back", i, line)
+	}
+	l, err := campaign.NewLayout(e.prefix, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	joinElection(t, etcdtest.NewClient(t, ms[0].ClientAddr()), l, "w1")
+	w.out.waitFor(t, "watch", "state=leading leader=w1 ", 2)
+	w.stop(t)
+	if code := w.exit(t); code != 0 {
+		t.Fatalf("status --watch exit %d after SIGTERM, want 0", code)
+	}
+}
+
+// A reader that stops reading (`| head -1`) ends the stream at the next
+// change, quietly and with 0.
+func TestStatusWatchReaderGone(t *testing.T) {
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	e := newEnv(t, cluster.Endpoints())
+	l, err := campaign.NewLayout(e.prefix, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(etcdleadBin(), "status", "--endpoints="+cluster.Endpoints()[0], "--prefix="+e.prefix, "--election=web", "--watch")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	first := newLines(out)
+	first.waitFor(t, "watch", "state=no-leader", 0)
+	out.Close()
+	joinElection(t, cluster.Client(t), l, "w1")
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil || stderr.Len() != 0 {
+			t.Fatalf("status --watch ended with %v, stderr %q; want 0 and nothing said", err, stderr.String())
+		}
+	case <-time.After(safety):
+		_ = cmd.Process.Kill()
+		t.Fatalf("status --watch still runs %s after its reader went", safety)
+	}
+}
