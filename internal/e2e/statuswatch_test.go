@@ -371,3 +371,90 @@ func TestStatusWatchReaderGone(t *testing.T) {
 		t.Fatalf("status --watch still runs %s after its reader went", safety)
 	}
 }
+
+// The README's upstream example, up to its jq filter, run as written on
+// the stream: each leader's id that has the shape of host:port comes out
+// as one line, and a forged id with a newline in it does not.
+func TestStatusWatchReadmeExample(t *testing.T) {
+	if _, err := exec.LookPath("jq"); err != nil {
+		t.Skip("jq is missing (apt-get install jq): the README's example is not run")
+	}
+	pipeline := readmeWatchPipeline(t)
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	e := newEnv(t, cluster.Endpoints())
+	c := cluster.Client(t)
+	l, err := campaign.NewLayout(e.prefix, "api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A forged id leads when the pipeline starts, and the test sees jq
+	// given that state before it moves on.
+	forged := joinElection(t, c, l, "web-9:80\n")
+	w1 := joinElection(t, c, l, "web-1:8080")
+	etcdlead, jq, _ := strings.Cut(pipeline, " | ")
+	cmd := exec.Command("sh", "-c", etcdlead+" | tee /dev/stderr | "+jq)
+	cmd.Env = append(os.Environ(), "PATH="+binDir+":"+os.Getenv("PATH"),
+		"ETCDLEAD_ENDPOINTS="+cluster.Endpoints()[0], "ETCDLEAD_PREFIX="+e.prefix)
+	// Its own group, so that the shell, etcdlead, tee and jq end together.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	upstreams, given := newLines(out), newLines(errs)
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("pipeline %q; jq was given:\n%s", pipeline, given)
+		}
+	})
+	given.waitFor(t, "pipeline", `"id":"web-9:80\n"`, 0)
+	if _, err := c.Revoke(ctxT(t), forged); err != nil {
+		t.Fatal(err)
+	}
+	upstreams.waitFor(t, "pipeline", "web-1:8080", 0)
+	joinElection(t, c, l, "web-2:8080")
+	if _, err := c.Revoke(ctxT(t), w1); err != nil {
+		t.Fatal(err)
+	}
+	upstreams.waitFor(t, "pipeline", "web-2:8080", 1)
+	// A queue change repeats the leader's line, which the README's loop
+	// skips; the forged id never comes out.
+	if all, _, _ := upstreams.snapshot(); !slices.Equal(slices.Compact(all), []string{"web-1:8080", "web-2:8080"}) {
+		t.Fatalf("upstreams %q, want web-1:8080 then web-2:8080", all)
+	}
+}
+
+// readmeWatchPipeline is the README's example up to and including its jq
+// filter, without the trailing pipe.
+func readmeWatchPipeline(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "### Following the leader")
+	if ok {
+		_, rest, ok = strings.Cut(rest, "```sh\n")
+	}
+	var cmd []string
+	for _, line := range strings.Split(rest, "\n") {
+		if !ok {
+			break
+		}
+		cmd = append(cmd, strings.TrimSuffix(strings.TrimSpace(line), " |"))
+		if strings.HasPrefix(strings.TrimSpace(line), "jq ") {
+			return strings.Join(cmd, " | ")
+		}
+	}
+	t.Fatal("README.md has no example of status --watch piped into jq under \"Following the leader\"")
+	return ""
+}
