@@ -56,8 +56,8 @@ type statusWatch struct {
 	out    io.Writer
 	notice func(msg string) // one line on stderr
 	now    func() time.Time
-	// afterRead, if set, runs after each read that was printed or found
-	// unchanged, before the watch opens at its revision (tests).
+	// afterRead, if set, runs before each watch opens, with the revision
+	// of the read it follows (tests).
 	afterRead func(rev int64)
 
 	last  []byte // the state printed last, to print only changes
