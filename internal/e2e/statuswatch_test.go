@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"os/exec"
@@ -293,9 +294,18 @@ func TestStatusWatchRefusals(t *testing.T) {
 	watch := func(extraEnv []string, flags ...string) outcome {
 		return runEtcdlead(t, extraEnv, append([]string{"status", ep, "--election=reports", "--watch"}, flags...)...)
 	}
-	watch([]string{"ETCDLEAD_PASSWORD=wrong-" + alicePassword}, "--user=alice").failure(t, 125,
+	// The same line as status without --watch.
+	same := func(extraEnv []string, flags []string, wants ...string) {
+		t.Helper()
+		line := watch(extraEnv, flags...).failure(t, 125, wants...)
+		once := runEtcdlead(t, extraEnv, append([]string{"status", ep, "--election=reports"}, flags...)...).failure(t, 125, wants...)
+		if line != once {
+			t.Errorf("status --watch says %q, status %q", line, once)
+		}
+	}
+	same([]string{"ETCDLEAD_PASSWORD=wrong-" + alicePassword}, []string{"--user=alice"},
 		`etcd refused user "alice"`, "check --user and the password")
-	watch([]string{"ETCDLEAD_PASSWORD=" + alicePassword}, "--user=alice", "--election=other").failure(t, 125,
+	same([]string{"ETCDLEAD_PASSWORD=" + alicePassword}, []string{"--user=alice", "--election=other"},
 		"permission denied", `may not use key "etcdlead/other/`)
 
 	e := newEnv(t, cluster.Endpoints())
@@ -457,4 +467,44 @@ func readmeWatchPipeline(t *testing.T) string {
 	}
 	t.Fatal("README.md has no example of status --watch piped into jq under \"Following the leader\"")
 	return ""
+}
+
+// A certificate etcd's does not verify against is a refusal too: 125 at
+// once, with status's line.
+func TestStatusWatchTLSRefusal(t *testing.T) {
+	p := newPKI(t)
+	_, ep := etcdtest.StartTLS(t, etcdtest.Options{}, etcdtest.TLS{CertFile: p.server, KeyFile: p.serverKey})
+	args := []string{"status", "--endpoints=" + ep, "--cacert=" + p.otherCA, "--election=tls"}
+	wants := []string{"not signed by the CA in --cacert " + p.otherCA, "give --cacert the CA that signed etcd's certificate"}
+	line := runEtcdlead(t, nil, append(args, "--watch")...).failure(t, 125, wants...)
+	if once := runEtcdlead(t, nil, args...).failure(t, 125, wants...); line != once {
+		t.Errorf("status --watch says %q, status %q", line, once)
+	}
+}
+
+// Started while etcd is down, the stream says so once (a JSON record with
+// --log-format json, as every stderr line then is) and prints the first
+// state when etcd comes.
+func TestStatusWatchStartsWithoutEtcd(t *testing.T) {
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	cluster.Member(0).Stop(t)
+	e := newEnv(t, cluster.Endpoints())
+	w := e.watchStatus("web", nil, "--json", "--log-format=json", "--dial-timeout=1s")
+	line, _ := w.log.waitFor(t, "watch", "etcd unreachable", 0)
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(line), &rec); err != nil || !strings.Contains(fmt.Sprint(rec["@message"]), "status: etcd unreachable") {
+		t.Fatalf("stderr %q is not a JSON record saying etcd is unreachable (%v)", line, err)
+	}
+	if all, _, _ := w.out.snapshot(); len(all) != 0 {
+		t.Fatalf("stdout before etcd answered: %q", all)
+	}
+	cluster.Member(0).Restart(t)
+	nextState(t, w, 0, "first state", func(s watchLine) bool { return s.Leader == nil && s.Election == "web" })
+	if n := w.log.count("etcd unreachable"); n != 1 {
+		t.Errorf("%d lines say etcd is unreachable, want 1:\n%s", n, w.log)
+	}
+	w.stop(t)
+	if code := w.exit(t); code != 0 {
+		t.Fatalf("status --watch exit %d after SIGTERM, want 0", code)
+	}
 }
