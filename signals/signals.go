@@ -205,6 +205,23 @@ func (c *Catcher) Stop() {
 // child default dispositions.
 func Absorb() *Catcher { return Catch() }
 
+// CatchStop catches only the stop signals, SIGTERM and SIGINT, for the
+// commands that run no child (status --watch): every other signal keeps
+// its default, so SIGHUP still ends them with their terminal and SIGTSTP
+// still suspends them. A closed stdout then fails the write instead of
+// killing the process with SIGPIPE, so the command can end cleanly.
+func CatchStop() *Catcher {
+	ch := make(chan os.Signal, 2)
+	var sigs []os.Signal
+	for s, k := range table {
+		if k == stop {
+			sigs = append(sigs, s)
+		}
+	}
+	signal.Notify(ch, sigs...)
+	return &Catcher{C: ch, ch: ch, pipe: dropSIGPIPE()}
+}
+
 // IgnoreTTOU ignores SIGTTOU so a process in a background group may hand
 // the terminal's foreground back (tcsetpgrp), which the kernel otherwise
 // answers with SIGTTOU.

@@ -46,7 +46,8 @@ func statusCommand() *cli.Command {
 		Usage: "show the leader and the waiting candidates (exit 0 with a leader, 3 without)",
 		Description: "Without --election, every election under --prefix is shown. --json prints one\n" +
 			"election object with --election, else {\"elections\": [...]}.",
-		Flags:        append(electionFlags(), &cli.BoolFlag{Name: flagJSON, Category: catOutput, Usage: "print JSON"}),
+		Flags: append(electionFlags(), &cli.BoolFlag{Name: flagJSON, Category: catOutput, Usage: "print JSON"},
+			&cli.BoolFlag{Name: flagWatch, Category: catOutput, Usage: "with --election: print the state, then a line on each change, until SIGINT or SIGTERM"}),
 		OnUsageError: usageError,
 		Action:       statusAction,
 	}
@@ -69,6 +70,9 @@ func statusAction(c *cli.Context) error {
 		}
 		one = &l
 	}
+	if c.Bool(flagWatch) && one == nil {
+		return failf("--watch follows one election: give --election NAME")
+	}
 	cc, err := parseConn(c)
 	if err != nil {
 		return err
@@ -78,6 +82,9 @@ func statusAction(c *cli.Context) error {
 		return err
 	}
 	defer cli.Close()
+	if c.Bool(flagWatch) {
+		return watchStatus(c, cli, *one, cc.DialTimeout)
+	}
 	ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(c.Context), cc.DialTimeout)
 	defer cancel()
 	els, err := readElections(ctx, cli, prefix, one)
@@ -120,23 +127,33 @@ func readElections(ctx context.Context, cli *clientv3.Client, prefix string, one
 	}
 	els := []electionJSON{}
 	for _, e := range found {
-		el := electionJSON{Election: e.Name, Prefix: e.Layout.Prefix(), Waiting: []candidateJSON{}, Skipped: e.Skipped, Older: e.Older()}
-		for i, kv := range e.Queue {
-			cand := candidateJSON{ID: string(kv.Value), Key: string(kv.Key), Rev: kv.CreateRevision, Lease: fmt.Sprintf("%x", kv.Lease)}
-			if i > 0 {
-				el.Waiting = append(el.Waiting, cand)
-				continue
-			}
-			ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
+		el := electionOf(e)
+		if el.Leader != nil {
+			lease := e.Leader().Lease
+			ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(lease))
 			if err != nil {
 				return nil, err
 			}
-			cand.TTL = &ttl.TTL
-			el.Leader = &cand
+			el.Leader.TTL = &ttl.TTL
 		}
 		els = append(els, el)
 	}
 	return els, nil
+}
+
+// electionOf is an election as --json shows it, without the leader's TTL,
+// which takes a request of its own.
+func electionOf(e campaign.Election) electionJSON {
+	el := electionJSON{Election: e.Name, Prefix: e.Layout.Prefix(), Waiting: []candidateJSON{}, Skipped: e.Skipped, Older: e.Older()}
+	for i, kv := range e.Queue {
+		cand := candidateJSON{ID: string(kv.Value), Key: string(kv.Key), Rev: kv.CreateRevision, Lease: fmt.Sprintf("%x", kv.Lease)}
+		if i > 0 {
+			el.Waiting = append(el.Waiting, cand)
+			continue
+		}
+		el.Leader = &cand
+	}
+	return el
 }
 
 func printJSON(w io.Writer, els []electionJSON, one bool) error {
