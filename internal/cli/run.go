@@ -66,6 +66,7 @@ func runAction(c *cli.Context, raw []string) (err error) {
 		Now:            supervisor.Now,
 		Logger:         log.Named("campaign"),
 		NoWait:         rc.noWait,
+		Holders:        rc.holders,
 		Observer:       runner.Observer(mon, keepers),
 	})
 	if err != nil {
@@ -85,6 +86,7 @@ func runAction(c *cli.Context, raw []string) (err error) {
 		KillSignal:  rc.killSignal,
 		Wait:        rc.wait,
 		NoWait:      rc.noWait,
+		Holders:     rc.holders,
 		Once:        rc.once,
 		HoldAtLeast: rc.holdAtLeast,
 		Timeout:     rc.timeout,
@@ -147,6 +149,8 @@ func runFlags() []cli.Flag {
 			Usage: "run the command at most once: if leadership is lost, stop it and exit 76"},
 		&cli.BoolFlag{Name: flagNoWait, EnvVars: []string{envNoWait},
 			Usage: "like flock -n: exit 75 at once if another candidate leads"},
+		&cli.IntFlag{Name: flagHolders, Value: 1, EnvVars: []string{envHolders},
+			Usage: "run up to N copies of the command at once, one per slot; every candidate of the election needs the same N"},
 		&cli.DurationFlag{Name: flagHoldAtLeast, EnvVars: []string{envHoldAtLeast},
 			Usage: "keep leadership this long after winning, even if the command ends sooner (cron singletons)"},
 		&cli.DurationFlag{Name: flagTimeout, EnvVars: []string{envTimeout},

@@ -33,6 +33,7 @@ type runConfig struct {
 	conflictCode int
 	once         bool
 	noWait       bool
+	holders      int
 	holdAtLeast  time.Duration
 	timeout      time.Duration
 	restart      string // never, on-failure, always
@@ -85,6 +86,9 @@ func parseRunConfig(c *cli.Context, raw []string) (runConfig, error) {
 	}
 	if rc.conflictCode = c.Int(flagConflictCode); rc.conflictCode < 0 || rc.conflictCode > 255 {
 		return rc, fmt.Errorf("--conflict-exit-code %d is not an exit code: use 0 to 255", rc.conflictCode)
+	}
+	if rc.holders = c.Int(flagHolders); rc.holders < 1 || rc.holders > campaign.MaxHolders {
+		return rc, fmt.Errorf("--holders %d is not a number of holders: use 1 (one leader, the default) to %d", rc.holders, campaign.MaxHolders)
 	}
 	if err := parseCronOptions(c, &rc); err != nil {
 		return rc, err

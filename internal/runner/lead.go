@@ -45,7 +45,12 @@ func (r *Runner) lead(ctx context.Context, term *Term) *Outcome {
 		return end(Failed, 0, err)
 	}
 	elected := time.Now()
-	r.log.Info("child started", "pid", child.Pid(), "rev", term.Rev)
+	if r.cfg.Holders > 1 {
+		r.log.Info("child started as holder", "pid", child.Pid(), "rev", term.Rev, "slot", term.Slot,
+			"slot_rev", term.SlotRev, "holders", r.cfg.Holders)
+	} else {
+		r.log.Info("child started", "pid", child.Pid(), "rev", term.Rev)
+	}
 	r.mon.ChildStarted(child.Pid())
 
 	// The term is held for as long as lead runs, and lead returns only

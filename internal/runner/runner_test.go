@@ -25,7 +25,7 @@ func TestChildExitEndsRunThenRevoke(t *testing.T) {
 	g.j.before(t, "child exited", "revoke")
 	g.j.before(t, "hold returned", "revoke")
 	want := []string{"ETCDLEAD_NAME=e", "ETCDLEAD_KEY=p/e/1", "ETCDLEAD_REV=11", "ETCDLEAD_LEASE=1",
-		"ETCDLEAD_ID=c1", "ETCDLEAD_ENDPOINTS=127.0.0.1:2379"}
+		"ETCDLEAD_ID=c1", "ETCDLEAD_ENDPOINTS=127.0.0.1:2379", "ETCDLEAD_SLOT=0", "ETCDLEAD_SLOT_REV=11"}
 	if got := g.keepers.env[0]; !slices.Equal(got, want) {
 		t.Errorf("child env %q, want %q", got, want)
 	}
