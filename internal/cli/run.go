@@ -72,9 +72,13 @@ func runAction(c *cli.Context, raw []string) (err error) {
 	if err != nil {
 		return failf("%v", err)
 	}
-	log.Info("starting", "election", rc.election, "id", rc.id, "ttl", rc.timing.TTL,
+	started := []any{"election", rc.election, "id", rc.id, "ttl", rc.timing.TTL,
 		"kill_timeout", rc.timing.KillTimeout, "fence_margin", rc.timing.FenceMargin,
-		"outage_tolerance", rc.timing.OutageTolerance())
+		"outage_tolerance", rc.timing.OutageTolerance()}
+	if rc.holders > 1 {
+		started = append(started, "holders", rc.holders)
+	}
+	log.Info("starting", started...)
 	if !rc.killSet && rc.timing.KillTimeout != campaign.DefaultKillTimeout {
 		log.Info("kill timeout shortened to TTL/4 so the fence fits the TTL", "kill_timeout", rc.timing.KillTimeout, "ttl", rc.timing.TTL)
 	}

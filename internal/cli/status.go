@@ -24,6 +24,8 @@ type candidateJSON struct {
 	Lease string `json:"lease"`
 	// TTL is the leader's remaining lease TTL in seconds (leader only).
 	TTL *int64 `json:"ttl_seconds,omitempty"`
+	// Slot is the slot a holder took (--holders > 1), once it took one.
+	Slot *int `json:"slot,omitempty"`
 }
 
 // electionJSON is one election. The shape is stable: fields are only added.
@@ -38,6 +40,11 @@ type electionJSON struct {
 	// Older counts earlier terms whose lease still lives without a queue
 	// key: the leader starts its command only once they are gone.
 	Older int `json:"older_terms"`
+	// Holders is --holders of the election's terms, when more than one;
+	// Holding then lists the first Holders candidates of the queue, the
+	// leader first, and Waiting those after them.
+	Holders int             `json:"holders,omitempty"`
+	Holding []candidateJSON `json:"holding,omitempty"`
 }
 
 func statusCommand() *cli.Command {
@@ -121,9 +128,18 @@ func readElections(ctx context.Context, cli *clientv3.Client, prefix string, one
 	els := []electionJSON{}
 	for _, e := range found {
 		el := electionJSON{Election: e.Name, Prefix: e.Layout.Prefix(), Waiting: []candidateJSON{}, Skipped: e.Skipped, Older: e.Older()}
+		holders := e.Holders()
+		var slots map[int64]int
+		if holders > 1 {
+			el.Holders, el.Holding = holders, []candidateJSON{}
+			var err error
+			if slots, err = readSlots(ctx, cli, e.Layout, holders); err != nil {
+				return nil, err
+			}
+		}
 		for i, kv := range e.Queue {
 			cand := candidateJSON{ID: string(kv.Value), Key: string(kv.Key), Rev: kv.CreateRevision, Lease: fmt.Sprintf("%x", kv.Lease)}
-			if i > 0 {
+			if i >= holders {
 				el.Waiting = append(el.Waiting, cand)
 				continue
 			}
@@ -132,11 +148,36 @@ func readElections(ctx context.Context, cli *clientv3.Client, prefix string, one
 				return nil, err
 			}
 			cand.TTL = &ttl.TTL
-			el.Leader = &cand
+			if i == 0 {
+				el.Leader = &cand
+			}
+			if holders > 1 {
+				if s, ok := slots[kv.Lease]; ok {
+					cand.Slot = &s
+				}
+				el.Holding = append(el.Holding, cand)
+			}
 		}
 		els = append(els, el)
 	}
 	return els, nil
+}
+
+// readSlots maps the leases of an election's slot keys to their slots.
+func readSlots(ctx context.Context, cli *clientv3.Client, l campaign.Layout, holders int) (map[int64]int, error) {
+	resp, err := cli.Get(ctx, l.SlotPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, err
+	}
+	out := map[int64]int{}
+	for i := range holders {
+		for _, kv := range resp.Kvs {
+			if string(kv.Key) == l.SlotKey(i) && kv.Lease != 0 {
+				out[kv.Lease] = i
+			}
+		}
+	}
+	return out, nil
 }
 
 func printJSON(w io.Writer, els []electionJSON, one bool) error {
@@ -166,8 +207,16 @@ func printTable(w io.Writer, els []electionJSON) error {
 			fmt.Fprintf(tw, "%s\t(no leader)\t\t\t\t\n", q(e.Election))
 			continue
 		}
-		l := e.Leader
-		fmt.Fprintf(tw, "%s\tleader\t%s\t%d\t%ds\t%s\n", q(e.Election), q(l.ID), l.Rev, *l.TTL, q(l.Key))
+		for _, h := range e.Holding {
+			role := "holder (no slot yet)"
+			if h.Slot != nil {
+				role = fmt.Sprintf("holder, slot %d", *h.Slot)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%ds\t%s\n", q(e.Election), role, q(h.ID), h.Rev, *h.TTL, q(h.Key))
+		}
+		if l := e.Leader; e.Holders == 0 {
+			fmt.Fprintf(tw, "%s\tleader\t%s\t%d\t%ds\t%s\n", q(e.Election), q(l.ID), l.Rev, *l.TTL, q(l.Key))
+		}
 		for i, c := range e.Waiting {
 			fmt.Fprintf(tw, "%s\twaiting %d\t%s\t%d\t\t%s\n", q(e.Election), i+1, q(c.ID), c.Rev, q(c.Key))
 		}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
@@ -179,6 +180,30 @@ func TestHoldersMismatchAndLeaderEndpoint(t *testing.T) {
 		}
 	}
 	c1.log.waitFor(t, "c1", "holder", 0)
+
+	// status reads N from etcd and shows both holders with their slots.
+	out, errs, code := e.etcdleadCmd("status", "--election=probe", "--json")
+	var st struct {
+		Holders int `json:"holders"`
+		Holding []struct {
+			ID   string `json:"id"`
+			Slot *int   `json:"slot"`
+		} `json:"holding"`
+		Waiting []struct {
+			ID string `json:"id"`
+		} `json:"waiting"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 {
+		t.Fatalf("status: exit %d, %v\n%s%s", code, err, out, errs)
+	}
+	if st.Holders != 2 || len(st.Holding) != 2 || len(st.Waiting) != 1 || st.Waiting[0].ID != "c3" ||
+		st.Holding[0].Slot == nil || st.Holding[1].Slot == nil || *st.Holding[0].Slot == *st.Holding[1].Slot {
+		t.Errorf("status shows %+v, want 2 holders in slots 0 and 1, and c3 waiting:\n%s", st, out)
+	}
+	table, _, _ := e.etcdleadCmd("status", "--election=probe")
+	if strings.Count(table, "holder, slot ") != 2 || !strings.Contains(table, "waiting 1") {
+		t.Errorf("status table:\n%s", table)
+	}
 	for _, h := range []string{"--holders=3", "--holders=1"} {
 		m := e.start("m", append(slices.Clone(fast), h), probe)
 		if code := m.exit(t); code != 125 {

@@ -26,6 +26,7 @@ func (st termState) stopping() bool { return st.stopped || st.lost != nil || st.
 func (r *Runner) lead(ctx context.Context, term *Term) *Outcome {
 	defer term.Revoke()
 	r.mon.Elected(term.Key, term.Rev, term.Lease)
+	r.mon.Holder(term.Slot, r.cfg.Holders)
 	child, err := r.keepers.Start(term.Deadline(), r.termEnv(term))
 	if err != nil {
 		var execErr *supervisor.ExecError
