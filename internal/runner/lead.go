@@ -138,7 +138,7 @@ func (r *Runner) afterChild(res supervisor.Result, st termState) *Outcome {
 			if reason == ops.ReasonResigned {
 				r.log.Info("stepped down on request while the command ran; exiting (--once)")
 			} else {
-				r.log.Warn("leadership lost while the command ran; exiting (--once)", "reason", reason)
+				r.log.Warn(r.lostWords()+" while the command ran; exiting (--once)", "reason", reason)
 			}
 			return end(LostOnce, res.Code, nil)
 		}
@@ -178,7 +178,16 @@ func (r *Runner) logTermEnd(err error, what string, args ...any) {
 		r.log.Info("stepped down on request; "+what, args...)
 		return
 	}
-	r.log.Warn("leadership lost; "+what, append([]any{"reason", err}, args...)...)
+	r.log.Warn(r.lostWords()+"; "+what, append([]any{"reason", err}, args...)...)
+}
+
+// lostWords name a lost term: a leader's, or with --holders N > 1 a
+// holder's.
+func (r *Runner) lostWords() string {
+	if r.cfg.Holders > 1 {
+		return "holder lost its slot"
+	}
+	return "leadership lost"
 }
 
 // holdRest keeps leadership until --hold-at-least has passed since the

@@ -71,6 +71,29 @@ func TestTermEndNamedInLog(t *testing.T) {
 	wantOutcome(t, g.outcome(t), Stopped, 0)
 }
 
+// With --holders N > 1 the log names the term a holder's: its start with
+// the slot, its loss as a lost slot.
+func TestHolderNamedInLog(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Holders = 2
+	g := newRig(t, cfg, func(g *rig) []func(int) (*Term, error) {
+		g.keepers.obeys = true
+		return []func(int) (*Term, error){g.wins(), g.wins()}
+	})
+	g.keepers.child(t, 0)
+	g.terms[0].lose <- campaign.ErrKeyDeleted
+	g.keepers.child(t, 1)
+	log := g.log.String()
+	if !strings.Contains(log, "child started as holder") || !strings.Contains(log, "slot=0") ||
+		!strings.Contains(log, "[WARN]  holder lost its slot; child stopping") || strings.Contains(log, "leadership lost") {
+		t.Errorf("a holder's term is not logged as a holder's:\n%s", log)
+	}
+	g.terms[1].lose <- campaign.ErrKeyDeleted
+	g.j.waitFor(t, "campaign", 3)
+	g.sigs <- syscall.SIGTERM
+	wantOutcome(t, g.outcome(t), Stopped, 0)
+}
+
 // Under --once, a lost term ends the run with LostOnce.
 func TestLostTermUnderOnce(t *testing.T) {
 	cfg := baseConfig()
