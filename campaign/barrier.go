@@ -53,7 +53,7 @@ type view struct {
 	leases map[clientv3.LeaseID]bool
 }
 
-// nearest returns the nearest term of a list, or nil.
+// nearestOf returns the nearest term of a list, or nil.
 func nearestOf(ts []*term) *term {
 	if len(ts) == 0 {
 		return nil
