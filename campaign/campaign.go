@@ -54,8 +54,9 @@ type Observer interface {
 	// Queued reports that this candidate's key is in etcd (connected and
 	// campaigning) with ahead older terms before it.
 	Queued(key string, ahead int)
-	// Front reports, once per term, that at most one term is ahead: this
-	// one is next, so work that a start needs can begin.
+	// Front reports, once per term, that at most one term is ahead (with
+	// Holders N, at most N): this one is next, so work that a start needs
+	// can begin.
 	Front(key string)
 }
 
