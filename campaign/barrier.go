@@ -1,8 +1,10 @@
 package campaign
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -17,9 +19,10 @@ import (
 // only the candidate that watched those keys asks.
 const leasePoll = 250 * time.Millisecond
 
-// lookPage is how many keys below its own a look reads at first: enough for
-// the nearest term and whether a second one waits, unless foreign keys are
-// in the way, in which case the look reads on past them.
+// lookPage is how many keys below its own a look reads at first with one
+// holder: enough for the nearest term and whether a second one waits,
+// unless foreign keys are in the way, in which case the look reads on past
+// them. With N holders it reads N-1 more.
 const lookPage = 4
 
 // term is another term as one read showed it.
@@ -33,48 +36,99 @@ func termOf(kv *mvccpb.KeyValue) *term {
 	return &term{key: string(kv.Key), rev: kv.CreateRevision, lease: clientv3.LeaseID(kv.Lease)}
 }
 
-// view is what one read showed below this term's create revision.
+// view is what one read showed below this term's create revision, for an
+// election of n holders.
 type view struct {
-	rev    int64 // the read's revision
-	q      *term // nearest valid queue key below ours
-	s      *term // nearest valid sentinel below ours
-	queued int   // valid queue keys below ours (exact after enqueue, else counted up to 2)
-	terms  int   // valid sentinels below ours (likewise)
+	rev    int64   // the read's revision
+	n      int     // holders
+	qs     []*term // the n nearest valid queue keys below ours, nearest first
+	ss     []*term // the n nearest valid sentinels below ours, nearest first
+	queued int     // valid queue keys below ours (exact after enqueue, else counted up to n+1)
+	terms  int     // valid sentinels below ours (likewise)
+	// older is the number of terms, told apart by lease, that the valid
+	// keys below ours belong to, and leases is their set. Both are exact
+	// when older < n: a page is read on past foreign keys until it holds
+	// n+1 valid ones or ends.
+	older  int
+	leases map[clientv3.LeaseID]bool
 }
 
-// clear is the start condition's view part: no older term left.
-func (v view) clear() bool { return v.q == nil && v.s == nil }
+// nearestOf returns the nearest term of a list, or nil.
+func nearestOf(ts []*term) *term {
+	if len(ts) == 0 {
+		return nil
+	}
+	return ts[0]
+}
 
-// isFront reports that at most one term is ahead.
-func (v view) isFront() bool { return v.queued <= 1 && v.terms <= 1 }
+// clear is the start condition's view part: fewer than n older terms
+// left, none with one holder.
+func (v view) clear() bool { return v.older < v.n }
+
+// isFront reports that this term is next: at most n terms are ahead.
+func (v view) isFront() bool { return v.queued <= v.n && v.terms <= v.n }
 
 func (v view) ahead() string {
-	if v.q != nil {
-		return v.q.key + " is ahead"
+	if v.n > 1 {
+		return fmt.Sprintf("%d older terms hold or wait, for %d holders", v.older, v.n)
 	}
-	return fmt.Sprintf("an earlier term's lease %s is still alive", leaseHex(v.s.lease))
+	if q := nearestOf(v.qs); q != nil {
+		return q.key + " is ahead"
+	}
+	return fmt.Sprintf("an earlier term's lease %s is still alive", leaseHex(v.ss[0].lease))
 }
 
 // scan fills the view from keys sorted by create revision, in either order,
 // all below ours.
 func (v *view) scan(l Layout, queue, sentinels []*mvccpb.KeyValue) {
-	v.q, v.queued = nearest(l.ValidQueueKey, queue)
-	v.s, v.terms = nearest(l.ValidSentinel, sentinels)
+	v.leases = map[clientv3.LeaseID]bool{}
+	v.qs, v.queued = v.nearest(l.ValidQueueKey, queue)
+	v.ss, v.terms = v.nearest(l.ValidSentinel, sentinels)
+	v.older = len(v.leases)
 }
 
-func nearest(valid func(*mvccpb.KeyValue) bool, kvs []*mvccpb.KeyValue) (*term, int) {
-	var n *term
+// nearest returns the n nearest valid keys of kvs and how many are valid,
+// and adds their leases to the view's set.
+func (v *view) nearest(valid func(*mvccpb.KeyValue) bool, kvs []*mvccpb.KeyValue) ([]*term, int) {
+	var ts []*term
 	count := 0
 	for _, kv := range kvs {
 		if !valid(kv) {
 			continue
 		}
 		count++
-		if n == nil || kv.CreateRevision > n.rev {
-			n = termOf(kv)
+		v.leases[clientv3.LeaseID(kv.Lease)] = true
+		ts = append(ts, termOf(kv))
+	}
+	slices.SortFunc(ts, func(a, b *term) int { return cmp.Compare(b.rev, a.rev) })
+	return ts[:min(len(ts), v.n)], count
+}
+
+// watched is what a waiter watches: the sentinels of the n nearest terms,
+// and the queue key of each of them whose sentinel the read did not show
+// (it is gone, or the term is an older etcdlead's). The n nearest older
+// terms change only when one of them goes, so a term that goes further
+// ahead wakes nobody it need not: a handoff wakes at most n waiters.
+func (v view) watched() []*term {
+	out := slices.Clone(v.ss)
+	for _, q := range v.qs {
+		if !slices.ContainsFunc(v.ss, func(s *term) bool { return s.lease == q.lease }) {
+			out = append(out, q)
 		}
 	}
-	return n, count
+	return out
+}
+
+// lonely are the sentinels among the nearest whose queue key the read did
+// not show: their term's queue key was deleted while its lease lives.
+func (v view) lonely() []*term {
+	var out []*term
+	for _, s := range v.ss {
+		if !slices.ContainsFunc(v.qs, func(q *term) bool { return q.lease == s.lease }) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // enqueue is step 2 of docs/design.md, "One term, step by step": one
@@ -84,11 +138,12 @@ func nearest(valid func(*mvccpb.KeyValue) bool, kvs []*mvccpb.KeyValue) (*term, 
 // atomically.
 func (t *Term) enqueue(ctx context.Context) (view, error) {
 	l := t.c.cfg.Layout
-	sorted := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)}
+	sorted := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)}
 	// The resign key is read only to learn at once, before any child, that
 	// the role may not read it: the term watches it from now on.
-	reads := []clientv3.Op{clientv3.OpGet(l.QueuePrefix(), sorted...), clientv3.OpGet(l.SentinelPrefix(), sorted...),
+	// The sentinels are read with their values, which say how many holders
+	// each term was started with.
+	reads := []clientv3.Op{clientv3.OpGet(l.QueuePrefix(), append(sorted, clientv3.WithKeysOnly())...), clientv3.OpGet(l.SentinelPrefix(), sorted...),
 		clientv3.OpGet(l.ResignKey(), clientv3.WithKeysOnly())}
 	var resp *clientv3.TxnResponse
 	err := t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) (err error) {
@@ -96,7 +151,7 @@ func (t *Term) enqueue(ctx context.Context) (view, error) {
 			If(clientv3.Compare(clientv3.CreateRevision(t.Key), "=", 0),
 				clientv3.Compare(clientv3.CreateRevision(t.Sentinel), "=", 0)).
 			Then(append([]clientv3.Op{clientv3.OpPut(t.Key, t.c.cfg.ID, clientv3.WithLease(t.Lease)),
-				clientv3.OpPut(t.Sentinel, t.Key, clientv3.WithLease(t.Lease))}, reads...)...).
+				clientv3.OpPut(t.Sentinel, SentinelValue(t.Key, t.c.holders()), clientv3.WithLease(t.Lease))}, reads...)...).
 			// Else: an earlier attempt of this very transaction committed
 			// but its answer was lost; the keys are ours all the same.
 			Else(reads...).
@@ -121,9 +176,29 @@ func (t *Term) enqueue(ctx context.Context) (view, error) {
 		return view{}, fmt.Errorf("campaign transaction: %w", ErrKeyDeleted)
 	}
 	t.Rev = k.CreateRevision
-	v := view{rev: resp.Header.Revision}
+	if err := t.agree(sentinels); err != nil {
+		return view{}, err
+	}
+	v := view{rev: resp.Header.Revision, n: t.c.holders()}
 	v.scan(l, below(queue, t.Rev), below(sentinels, t.Rev))
 	return v, nil
+}
+
+// agree checks that every other term in the election was started with as
+// many holders as this one (docs/design.md, "More than one holder"). Of
+// two terms that disagree and live at once, the newer one sees the older
+// one's sentinel here and refuses, before it can count the older terms
+// by a rule the older ones do not follow.
+func (t *Term) agree(sentinels []*mvccpb.KeyValue) error {
+	for _, kv := range sentinels {
+		if !t.c.cfg.Layout.ValidSentinel(kv) || string(kv.Key) == t.Sentinel {
+			continue
+		}
+		if h := HoldersOf(kv.Value); h != t.c.holders() {
+			return &HoldersError{Election: t.c.cfg.Layout.Prefix(), Want: t.c.holders(), Found: h, Sentinel: string(kv.Key)}
+		}
+	}
+	return nil
 }
 
 func below(kvs []*mvccpb.KeyValue, rev int64) []*mvccpb.KeyValue {
@@ -136,10 +211,11 @@ func below(kvs []*mvccpb.KeyValue, rev int64) []*mvccpb.KeyValue {
 	return out
 }
 
-// wait is steps 3 and 4: watch the nearest older term, and after each
-// wake-up read again; leases whose keys went while they still lived are
-// waited out too. It returns once a read shows nothing older and every
-// such lease is gone.
+// wait is steps 3 and 4: watch the nearest older term (with N holders, the
+// N nearest), and after each wake-up read again; leases whose keys went
+// while they still lived are waited out too. It returns once a read shows
+// nothing older (fewer than N older terms) and every such lease is gone
+// (enough of them that, with those the read showed, fewer than N remain).
 func (t *Term) wait(ctx context.Context, v view) error {
 	pending := map[clientv3.LeaseID]string{}
 	var logged view
@@ -171,18 +247,25 @@ func (t *Term) wait(ctx context.Context, v view) error {
 		}
 		v = next
 	}
-	return t.barrier(ctx, pending)
+	return t.barrier(ctx, v, pending)
 }
 
 // logWait says what the candidate waits on, once per change.
 func (t *Term) logWait(ctx context.Context, v view, last *view) {
-	if v.q != nil && (last.q == nil || last.q.key != v.q.key) {
-		t.c.log.Info("waiting on predecessor", "key", v.q.key, "id", t.idOf(ctx, v.q), "rev", v.q.rev)
+	had := func(ts []*term, key string) bool {
+		return slices.ContainsFunc(ts, func(o *term) bool { return o.key == key })
 	}
-	if v.s != nil && (v.q == nil || v.q.lease != v.s.lease) && (last.s == nil || last.s.key != v.s.key) {
-		t.c.log.Info("waiting for predecessor lease to end", "sentinel", v.s.key, "lease", leaseHex(v.s.lease))
-		if o := t.c.cfg.Observer; o != nil {
-			o.BarrierWait()
+	for _, q := range v.qs {
+		if !had(last.qs, q.key) {
+			t.c.log.Info("waiting on predecessor", "key", q.key, "id", t.idOf(ctx, q), "rev", q.rev)
+		}
+	}
+	for _, s := range v.lonely() {
+		if !had(last.ss, s.key) {
+			t.c.log.Info("waiting for predecessor lease to end", "sentinel", s.key, "lease", leaseHex(s.lease))
+			if o := t.c.cfg.Observer; o != nil {
+				o.BarrierWait()
+			}
 		}
 	}
 	*last = v
@@ -227,23 +310,21 @@ func (t *Term) logLeaseLeft(ctx context.Context, id clientv3.LeaseID) {
 
 // waitEvent watches the nearest older sentinel and, when it belongs to
 // another term or is missing, the nearest older queue key, from just after
-// the read. It returns the leases of the keys that moved. A broken watch
+// the read; with N holders, those of the N nearest terms (view.watched). It returns the leases of the keys that moved. A broken watch
 // (compaction, a lost etcd leader) returns nothing: the caller reads again.
 func (t *Term) waitEvent(ctx context.Context, v view) (map[clientv3.LeaseID]string, error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	var keys []string
 	var leases []clientv3.LeaseID
-	for _, p := range []*term{v.s, v.q} {
-		if p == nil || (p == v.q && v.s != nil && v.s.lease == v.q.lease) {
-			continue
-		}
+	for _, p := range v.watched() {
 		keys, leases = append(keys, p.key), append(leases, p.lease)
 	}
 	ws, stop := t.watchAll(wctx, keys, v.rev)
 	defer stop()
 	var progress <-chan time.Time
-	if v.s != nil && (v.q == nil || v.q.lease != v.s.lease) {
+	lonely := v.lonely()
+	if len(lonely) > 0 {
 		tick := time.NewTicker(t.c.cfg.LeaseWaitLog)
 		defer tick.Stop()
 		progress = tick.C
@@ -253,7 +334,9 @@ func (t *Term) waitEvent(ctx context.Context, v view) (map[clientv3.LeaseID]stri
 		select {
 		case w = <-ws:
 		case <-progress:
-			t.logLeaseLeft(ctx, v.s.lease)
+			for _, s := range lonely {
+				t.logLeaseLeft(ctx, s.lease)
+			}
 			continue
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -274,17 +357,19 @@ func (t *Term) waitEvent(ctx context.Context, v view) (map[clientv3.LeaseID]stri
 
 // look is the start read: one read-only transaction that checks this
 // term's own keys (create revision and lease) and reads the nearest valid
-// queue key and sentinel below them, retrying until ctx ends. It returns
+// queue key and sentinel below them (with N holders, the N nearest and
+// whether one more is there), retrying until ctx ends. It returns
 // an error wrapping ErrKeyDeleted when the own keys are not intact.
 func (t *Term) look(ctx context.Context) (view, error) {
 	l := t.c.cfg.Layout
 	older := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(t.Rev - 1),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend)}
+	n := t.c.holders()
 	var v view
 	var mine bool
 	err := retry(ctx, func() error {
 		return t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) error {
-			page := append(older, clientv3.WithLimit(lookPage))
+			page := append(older, clientv3.WithLimit(int64(lookPage+n-1)))
 			resp, err := t.c.cfg.Client.Txn(rctx).
 				If(t.intact()...).
 				Then(clientv3.OpGet(l.QueuePrefix(), page...), clientv3.OpGet(l.SentinelPrefix(), page...)).
@@ -292,7 +377,7 @@ func (t *Term) look(ctx context.Context) (view, error) {
 			if err != nil {
 				return err
 			}
-			v, mine = view{rev: resp.Header.Revision}, resp.Succeeded
+			v, mine = view{rev: resp.Header.Revision, n: n}, resp.Succeeded
 			if !mine {
 				return nil
 			}
@@ -300,12 +385,12 @@ func (t *Term) look(ctx context.Context) (view, error) {
 			v.scan(l, q.Kvs, s.Kvs)
 			// Foreign keys filled a page: read on past them, at the same
 			// revision, so that none can hide a valid key.
-			if q.More && v.queued < 2 {
+			if q.More && v.queued < n+1 {
 				if q.Kvs, err = t.readAt(rctx, l.QueuePrefix(), v.rev, older); err != nil {
 					return err
 				}
 			}
-			if s.More && v.terms < 2 {
+			if s.More && v.terms < n+1 {
 				if s.Kvs, err = t.readAt(rctx, l.SentinelPrefix(), v.rev, older); err != nil {
 					return err
 				}
@@ -376,9 +461,25 @@ func (t *Term) leaseTTL(ctx context.Context, id clientv3.LeaseID) (int64, error)
 
 // barrier waits until every lease in pending is gone: a deleted key does
 // not prove a stopped child; a gone lease does, because the holder's fence
-// fires before etcd can expire it.
-func (t *Term) barrier(ctx context.Context, pending map[clientv3.LeaseID]string) error {
+// fires before etcd can expire it. With N holders it waits until fewer
+// than N terms are left, counting those the last read v showed (which can
+// only have become fewer since: nothing new can appear below this term)
+// and the pending leases not among them.
+func (t *Term) barrier(ctx context.Context, v view, pending map[clientv3.LeaseID]string) error {
+	left := 0
 	for id := range pending {
+		if !v.leases[id] {
+			left++
+		}
+	}
+	for id := range pending {
+		if v.leases[id] {
+			continue
+		}
+		if v.older+left < v.n {
+			break
+		}
+		left--
 		// The term's queue key, gone or not, names whose lease it is.
 		key := t.c.cfg.Layout.QueueKey(id)
 		var logged time.Time

@@ -29,8 +29,12 @@ type Config struct {
 	// (CLOCK_BOOTTIME); deadlines are points on it.
 	Now    func() time.Duration
 	Logger hclog.Logger
+	// Holders is how many terms of the election may hold at once, each
+	// with its child (docs/design.md, "More than one holder"); 0 means 1.
+	// Every candidate of an election must be given the same number.
+	Holders int
 	// NoWait makes Campaign give up with ErrNotLeader, instead of queueing,
-	// when another term is ahead.
+	// when another term is ahead (with Holders N, when N are).
 	NoWait bool
 	// Observer, when set, hears about renewals and barrier waits (metrics).
 	Observer Observer
@@ -50,8 +54,9 @@ type Observer interface {
 	// Queued reports that this candidate's key is in etcd (connected and
 	// campaigning) with ahead older terms before it.
 	Queued(key string, ahead int)
-	// Front reports, once per term, that at most one term is ahead: this
-	// one is next, so work that a start needs can begin.
+	// Front reports, once per term, that at most one term is ahead (with
+	// Holders N, at most N): this one is next, so work that a start needs
+	// can begin.
 	Front(key string)
 }
 
@@ -75,6 +80,8 @@ func New(cfg Config) (*Campaigner, error) {
 		return nil, fmt.Errorf("campaign: ttl %s must be whole seconds, at least %s", cfg.TTL, MinTTL)
 	case cfg.Now == nil:
 		return nil, errors.New("campaign: no clock")
+	case cfg.Holders < 0 || cfg.Holders > MaxHolders:
+		return nil, fmt.Errorf("campaign: holders %d must be between 1 and %d", cfg.Holders, MaxHolders)
 	}
 	if err := CheckID(cfg.ID); err != nil {
 		return nil, err
@@ -91,10 +98,19 @@ func New(cfg Config) (*Campaigner, error) {
 	return &Campaigner{cfg: cfg, log: cfg.Logger, renewals: renewalsOf(cfg.Client)}, nil
 }
 
+// MaxHolders bounds Config.Holders: a waiter watches up to two keys of each
+// of the N terms nearest ahead of it.
+const MaxHolders = 100
+
+// holders is Config.Holders, 1 when unset.
+func (c *Campaigner) holders() int { return max(1, c.cfg.Holders) }
+
 // Campaign runs one term up to leadership (docs/design.md, "One term"). It
 // blocks until a read taken after the last wake-up shows this term's own
 // keys intact, no valid queue key and no other valid sentinel below its
-// own, and every lease seen leaving is gone; or until ctx ends, the term is
+// own, and every lease seen leaving is gone (with Holders N: fewer than N
+// older terms, counting those leases), and, with N > 1, it holds a slot;
+// or until ctx ends, the term is
 // lost, or a step fails. On any error the term's lease is revoked, so a
 // failed campaign leaves nothing behind in etcd. A context that ends while
 // another term is ahead gives an error wrapping ErrNotLeader, or
@@ -137,12 +153,22 @@ func (c *Campaigner) Campaign(ctx context.Context) (*Term, error) {
 			return nil, err
 		}
 	}
+	t.SlotRev = t.Rev
+	if c.holders() > 1 {
+		if err := t.takeSlot(wctx); err != nil {
+			return nil, err
+		}
+	}
 	if err := t.confirm(wctx); err != nil {
 		return nil, err
 	}
 	ok = true
 	trace.Mark("campaign.elected")
-	c.log.Info("elected", "key", t.Key, "rev", t.Rev)
+	if c.holders() > 1 {
+		c.log.Info("holding", "key", t.Key, "rev", t.Rev, "slot", t.Slot, "slot_rev", t.SlotRev, "holders", c.holders())
+	} else {
+		c.log.Info("elected", "key", t.Key, "rev", t.Rev)
+	}
 	return t, nil
 }
 

@@ -38,7 +38,9 @@ type fixture struct {
 	l   campaign.Layout
 	n   int
 	ttl time.Duration // of the campaigners made from now on
-	log hclog.Logger  // of the campaigners made from now on, if set
+	// holders is the campaigners' Config.Holders, set before they are made.
+	holders int
+	log     hclog.Logger // of the campaigners made from now on, if set
 	// leaseWaitLog, if set, is the campaigners' Config.LeaseWaitLog.
 	leaseWaitLog time.Duration
 	// renewed, if set before the campaigns it should hear start, hears
@@ -71,7 +73,7 @@ func (f *fixture) campaigner(noWait bool) *campaign.Campaigner {
 	c, err := campaign.New(campaign.Config{
 		Client: f.cli, Layout: f.l, ID: fmt.Sprintf("c%d", f.n), TTL: f.ttl, Logger: f.log,
 		Guard: time.Second, RequestTimeout: 5 * time.Second, Now: supervisor.Now, NoWait: noWait, Observer: f,
-		LeaseWaitLog: f.leaseWaitLog,
+		LeaseWaitLog: f.leaseWaitLog, Holders: f.holders,
 	})
 	if err != nil {
 		f.t.Fatal(err)

@@ -2,6 +2,8 @@ package campaign
 
 import (
 	"errors"
+	"fmt"
+	"strconv"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
@@ -25,9 +27,33 @@ var (
 	ErrResigned = errors.New("resign requested")
 )
 
-// Permanent reports errors that a retry cannot mend: credentials and
-// permissions. A daemon retries everything else for ever.
+// HoldersError is a candidate whose number of holders differs from that of
+// a term already in the election: counting older terms by a rule the older
+// ones do not follow would break the promise, so it refuses at once.
+type HoldersError struct {
+	Election string // the election prefix
+	Want     int    // this candidate's
+	Found    int    // the other term's; 0 if its sentinel names none etcdlead writes
+	Sentinel string // the other term's sentinel
+}
+
+func (e *HoldersError) Error() string {
+	found := strconv.Itoa(e.Found)
+	if e.Found == 0 {
+		found = "an unknown number"
+	}
+	return fmt.Sprintf("--holders %d, but the terms already in election %s have %s (%s): "+
+		"every candidate of an election needs the same --holders; to change it, stop every candidate first",
+		e.Want, e.Election, found, e.Sentinel)
+}
+
+// Permanent reports errors that a retry cannot mend: credentials,
+// permissions and a number of holders the election does not agree on. A
+// daemon retries everything else for ever.
 func Permanent(err error) bool {
+	if he := (*HoldersError)(nil); errors.As(err, &he) {
+		return true
+	}
 	for _, e := range []error{rpctypes.ErrPermissionDenied, rpctypes.ErrAuthFailed,
 		rpctypes.ErrUserEmpty, rpctypes.ErrAuthNotEnabled, rpctypes.ErrInvalidAuthMgmt} {
 		if errors.Is(err, e) {

@@ -18,6 +18,8 @@ import (
 //	                       and Election.Leader see the same leader)
 //	P.lease/<lease hex>    the term's lease sentinel, value = its queue key
 //	P.resign               the resign request, value = the queue key asked
+//	P.slot/<i>             with more than one holder, the slot i (0...N-1)
+//	                       a holding term took, value = its queue key
 //
 // Every key of a term is attached to the term's lease and named by it, so
 // it goes exactly when the lease ends. The election names reserved below
@@ -25,9 +27,7 @@ import (
 const (
 	sentinelSuffix = ".lease"
 	resignSuffix   = ".resign"
-	// slotSuffix is not used yet: it keeps room for slot keys of
-	// elections with more than one holder.
-	slotSuffix = ".slot"
+	slotSuffix     = ".slot"
 
 	// MaxIDLen bounds --id, which is stored in every queue key and given
 	// to the child and to systemd: etcd refuses requests over its own
@@ -71,6 +71,41 @@ func (l Layout) SentinelPrefix() string { return l.p + sentinelSuffix + "/" }
 
 // ResignKey is where etcdlead resign asks a leader to step down.
 func (l Layout) ResignKey() string { return l.p + resignSuffix }
+
+// SlotPrefix holds the slots of an election with more than one holder.
+func (l Layout) SlotPrefix() string { return l.p + slotSuffix + "/" }
+
+// SlotKey is slot i's key.
+func (l Layout) SlotKey(i int) string { return l.SlotPrefix() + strconv.Itoa(i) }
+
+// SentinelValue is what a term's sentinel holds: its queue key and, when
+// the election has more than one holder, their number, so that every
+// candidate of one election can check that all agree on it. With one
+// holder the value is the queue key alone, as it always was.
+func SentinelValue(key string, holders int) string {
+	if holders <= 1 {
+		return key
+	}
+	return key + holdersSep + strconv.Itoa(holders)
+}
+
+// holdersSep cannot occur in a queue key: a prefix has no whitespace.
+const holdersSep = " holders="
+
+// HoldersOf is the number of holders a sentinel's value records: 1 when it
+// records none (a term of one holder, or of an etcdlead from before
+// holders), 0 when the number is not one etcdlead writes.
+func HoldersOf(value []byte) int {
+	_, n, ok := strings.Cut(string(value), holdersSep)
+	if !ok {
+		return 1
+	}
+	h, err := strconv.Atoi(n)
+	if err != nil || h < 2 || strconv.Itoa(h) != n {
+		return 0
+	}
+	return h
+}
 
 // QueueKey is the queue key of the term with lease id.
 func (l Layout) QueueKey(id clientv3.LeaseID) string { return l.QueuePrefix() + leaseHex(id) }
@@ -229,8 +264,11 @@ func SplitKey(key string) (Layout, bool) {
 		return Layout{}, false
 	}
 	p := key[:i]
-	if q, ok := strings.CutSuffix(p, sentinelSuffix); ok {
-		p = q
+	for _, suffix := range []string{sentinelSuffix, slotSuffix} {
+		if q, ok := strings.CutSuffix(p, suffix); ok {
+			p = q
+			break
+		}
 	}
 	return layoutOf(p), p != ""
 }

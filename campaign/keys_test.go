@@ -128,7 +128,8 @@ func TestNames(t *testing.T) {
 // A refused key names its election, whichever of its keys it was.
 func TestSplitKey(t *testing.T) {
 	l := mustLayout(t, "etcdlead/", "reports")
-	for _, key := range []string{l.QueueKey(0x2a), l.SentinelKey(0x2a), l.QueuePrefix(), l.SentinelPrefix(), l.ResignKey()} {
+	for _, key := range []string{l.QueueKey(0x2a), l.SentinelKey(0x2a), l.QueuePrefix(), l.SentinelPrefix(), l.ResignKey(),
+		l.SlotKey(1), l.SlotPrefix()} {
 		got, ok := SplitKey(key)
 		if !ok || got != l {
 			t.Errorf("SplitKey(%q) = %+v, %v; want %+v", key, got, ok, l)
@@ -194,6 +195,26 @@ func TestNameErrorFormat(t *testing.T) {
 		}
 		if got := ne.Format(flag); got != c.want {
 			t.Errorf("Format = %q, want %q", got, c.want)
+		}
+	}
+}
+
+// A sentinel's value records N only when N > 1, and reads back as N; a
+// value without it is one holder's, one with a number etcdlead never
+// writes is 0 (no agreement possible).
+func TestSentinelValue(t *testing.T) {
+	if v := SentinelValue("p/e/2a", 1); v != "p/e/2a" {
+		t.Errorf("one holder's sentinel value %q, want the queue key alone", v)
+	}
+	for _, n := range []int{2, 3, MaxHolders} {
+		if got := HoldersOf([]byte(SentinelValue("p/e/2a", n))); got != n {
+			t.Errorf("HoldersOf(SentinelValue(_, %d)) = %d", n, got)
+		}
+	}
+	for value, want := range map[string]int{"p/e/2a": 1, "": 1, "p/e/2a holders=1": 0, "p/e/2a holders=02": 0,
+		"p/e/2a holders=x": 0, "p/e/2a holders=-3": 0} {
+		if got := HoldersOf([]byte(value)); got != want {
+			t.Errorf("HoldersOf(%q) = %d, want %d", value, got, want)
 		}
 	}
 }

@@ -47,6 +47,16 @@ func (e *Election) Older() int {
 	return n
 }
 
+// Holders is the number of holders the election's terms were started with
+// (docs/design.md, "More than one holder"): that of its oldest live term,
+// whose rule the others had to agree with; 1 when no term is live.
+func (e *Election) Holders() int {
+	if len(e.Sentinels) == 0 {
+		return 1
+	}
+	return max(1, HoldersOf(e.Sentinels[0].Value))
+}
+
 func (e *Election) add(kv *mvccpb.KeyValue) {
 	switch {
 	case strings.HasPrefix(string(kv.Key), e.Layout.SentinelPrefix()):

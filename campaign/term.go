@@ -32,6 +32,13 @@ type Term struct {
 	// resign request, a refusal) or revoked; its cause says which.
 	ctx  context.Context
 	lose context.CancelCauseFunc
+
+	// Slot is which of the election's N holders' slots the term took
+	// (0...N-1), and SlotRev the slot key's create revision: the fencing
+	// token of that slot, which grows from one holder of the slot to the
+	// next. With one holder, Slot is 0 and SlotRev is Rev.
+	Slot    int
+	SlotRev int64
 }
 
 // errRevoked ends a term's context when the term itself ends it.

@@ -181,6 +181,8 @@ func placeholder(flag, fallback string) string {
 		return "SIGNAL"
 	case flagConflictCode:
 		return "CODE"
+	case flagHolders:
+		return "N"
 	case flagRestart:
 		return "POLICY"
 	case flagStatusAddr:

@@ -70,14 +70,19 @@ func runAction(c *cli.Context, raw []string) (err error) {
 		Now:            supervisor.Now,
 		Logger:         log.Named("campaign"),
 		NoWait:         rc.noWait,
+		Holders:        rc.holders,
 		Observer:       runner.Observer(mon, keepers),
 	})
 	if err != nil {
 		return failf("%v", err)
 	}
-	log.Info("starting", "election", rc.election, "id", rc.id, "ttl", rc.timing.TTL,
+	started := []any{"election", rc.election, "id", rc.id, "ttl", rc.timing.TTL,
 		"kill_timeout", rc.timing.KillTimeout, "fence_margin", rc.timing.FenceMargin,
-		"outage_tolerance", rc.timing.OutageTolerance())
+		"outage_tolerance", rc.timing.OutageTolerance()}
+	if rc.holders > 1 {
+		started = append(started, "holders", rc.holders)
+	}
+	log.Info("starting", started...)
 	if !rc.killSet && rc.timing.KillTimeout != campaign.DefaultKillTimeout {
 		log.Info("kill timeout shortened to TTL/4 so the fence fits the TTL", "kill_timeout", rc.timing.KillTimeout, "ttl", rc.timing.TTL)
 	}
@@ -89,6 +94,7 @@ func runAction(c *cli.Context, raw []string) (err error) {
 		KillSignal:  rc.killSignal,
 		Wait:        rc.wait,
 		NoWait:      rc.noWait,
+		Holders:     rc.holders,
 		Once:        rc.once,
 		HoldAtLeast: rc.holdAtLeast,
 		Timeout:     rc.timeout,
@@ -150,6 +156,8 @@ func runFlags() []cli.Flag {
 			Usage: "key prefix of all elections"},
 		&cli.StringFlag{Name: flagID, EnvVars: []string{envID}, Category: catElection, DefaultText: "hostname/pid",
 			Usage: "this candidate's id, stored as its key's value"},
+		&cli.IntFlag{Name: flagHolders, Value: 1, EnvVars: []string{envHolders}, Category: catElection,
+			Usage: "run up to N copies of the command at once, one per slot; every candidate of the election needs the same N"},
 		durationFlag(cli.GenericFlag{Name: flagTTL, EnvVars: []string{envTTL}, Category: catTiming,
 			Usage: "lease TTL, whole seconds from 2s to 1h: how long a crashed leader blocks the election"}, campaign.DefaultTTL),
 		&cli.StringFlag{Name: flagKillSignal, Value: "SIGTERM", EnvVars: []string{envKillSignal}, Category: catTiming,

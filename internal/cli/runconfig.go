@@ -33,6 +33,7 @@ type runConfig struct {
 	conflictCode int
 	once         bool
 	noWait       bool
+	holders      int
 	holdAtLeast  time.Duration
 	timeout      time.Duration
 	restart      string // never, on-failure, always
@@ -82,6 +83,12 @@ func parseRunConfig(c *cli.Context, raw []string) (runConfig, error) {
 	}
 	if err := parseWait(c, &rc); err != nil {
 		return rc, err
+	}
+	if rc.holders, err = optInt(c, flagHolders); err != nil {
+		return rc, err
+	}
+	if rc.holders < 1 || rc.holders > campaign.MaxHolders {
+		return rc, fmt.Errorf("--holders %d is not a number of holders: use 1 (one leader, the default) to %d", rc.holders, campaign.MaxHolders)
 	}
 	if err := parseCronOptions(c, &rc); err != nil {
 		return rc, err

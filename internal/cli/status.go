@@ -24,6 +24,8 @@ type candidateJSON struct {
 	Lease string `json:"lease"`
 	// TTL is the leader's remaining lease TTL in seconds (leader only).
 	TTL *int64 `json:"ttl_seconds,omitempty"`
+	// Slot is the slot a holder took (--holders > 1), once it took one.
+	Slot *int `json:"slot,omitempty"`
 }
 
 // electionJSON is one election. The shape is stable: fields are only added.
@@ -38,6 +40,11 @@ type electionJSON struct {
 	// Older counts earlier terms whose lease still lives without a queue
 	// key: the leader starts its command only once they are gone.
 	Older int `json:"older_terms"`
+	// Holders is --holders of the election's terms, when more than one;
+	// Holding then lists the first Holders candidates of the queue, the
+	// leader first, and Waiting those after them.
+	Holders int             `json:"holders,omitempty"`
+	Holding []candidateJSON `json:"holding,omitempty"`
 }
 
 func statusCommand() *cli.Command {
@@ -127,33 +134,76 @@ func readElections(ctx context.Context, cli *clientv3.Client, prefix string, one
 	}
 	els := []electionJSON{}
 	for _, e := range found {
-		el := electionOf(e)
-		if el.Leader != nil {
-			lease := e.Leader().Lease
-			ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(lease))
+		var slots map[int64]int
+		if h := e.Holders(); h > 1 {
+			var err error
+			if slots, err = readSlots(ctx, cli, e.Layout, h); err != nil {
+				return nil, err
+			}
+		}
+		el := electionOf(e, slots)
+		// The holders' TTLs, a request each: the first is the leader.
+		for i, kv := range e.Queue[:min(len(e.Queue), e.Holders())] {
+			ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
 			if err != nil {
 				return nil, err
 			}
-			el.Leader.TTL = &ttl.TTL
+			if i == 0 {
+				el.Leader.TTL = &ttl.TTL
+			}
+			if el.Holding != nil {
+				el.Holding[i].TTL = &ttl.TTL
+			}
 		}
 		els = append(els, el)
 	}
 	return els, nil
 }
 
-// electionOf is an election as --json shows it, without the leader's TTL,
-// which takes a request of its own.
-func electionOf(e campaign.Election) electionJSON {
+// electionOf is an election as --json shows it, without the holders'
+// TTLs, which take a request each. slots maps the leases of slot keys to
+// their slots; nil shows none.
+func electionOf(e campaign.Election, slots map[int64]int) electionJSON {
 	el := electionJSON{Election: e.Name, Prefix: e.Layout.Prefix(), Waiting: []candidateJSON{}, Skipped: e.Skipped, Older: e.Older()}
+	holders := e.Holders()
+	if holders > 1 {
+		el.Holders, el.Holding = holders, []candidateJSON{}
+	}
 	for i, kv := range e.Queue {
 		cand := candidateJSON{ID: string(kv.Value), Key: string(kv.Key), Rev: kv.CreateRevision, Lease: fmt.Sprintf("%x", kv.Lease)}
-		if i > 0 {
+		if i >= holders {
 			el.Waiting = append(el.Waiting, cand)
 			continue
 		}
-		el.Leader = &cand
+		if s, ok := slots[kv.Lease]; ok && holders > 1 {
+			cand.Slot = &s
+		}
+		if i == 0 {
+			leader := cand
+			el.Leader = &leader
+		}
+		if holders > 1 {
+			el.Holding = append(el.Holding, cand)
+		}
 	}
 	return el
+}
+
+// readSlots maps the leases of an election's slot keys to their slots.
+func readSlots(ctx context.Context, cli *clientv3.Client, l campaign.Layout, holders int) (map[int64]int, error) {
+	resp, err := cli.Get(ctx, l.SlotPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, err
+	}
+	out := map[int64]int{}
+	for i := range holders {
+		for _, kv := range resp.Kvs {
+			if string(kv.Key) == l.SlotKey(i) && kv.Lease != 0 {
+				out[kv.Lease] = i
+			}
+		}
+	}
+	return out, nil
 }
 
 func printJSON(w io.Writer, els []electionJSON, one bool) error {
@@ -183,8 +233,16 @@ func printTable(w io.Writer, els []electionJSON) error {
 			fmt.Fprintf(tw, "%s\t(no leader)\t\t\t\t\n", q(e.Election))
 			continue
 		}
-		l := e.Leader
-		fmt.Fprintf(tw, "%s\tleader\t%s\t%d\t%ds\t%s\n", q(e.Election), q(l.ID), l.Rev, *l.TTL, q(l.Key))
+		for _, h := range e.Holding {
+			role := "holder (no slot yet)"
+			if h.Slot != nil {
+				role = fmt.Sprintf("holder, slot %d", *h.Slot)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%ds\t%s\n", q(e.Election), role, q(h.ID), h.Rev, *h.TTL, q(h.Key))
+		}
+		if l := e.Leader; e.Holders == 0 {
+			fmt.Fprintf(tw, "%s\tleader\t%s\t%d\t%ds\t%s\n", q(e.Election), q(l.ID), l.Rev, *l.TTL, q(l.Key))
+		}
 		for i, c := range e.Waiting {
 			fmt.Fprintf(tw, "%s\twaiting %d\t%s\t%d\t\t%s\n", q(e.Election), i+1, q(c.ID), c.Rev, q(c.Key))
 		}

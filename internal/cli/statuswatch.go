@@ -192,7 +192,7 @@ func (w *statusWatch) readAndEmit(ctx context.Context) (int64, error) {
 		}
 		return 0, err
 	}
-	return rev, w.emit(electionOf(e), rev)
+	return rev, w.emit(electionOf(e, nil), rev)
 }
 
 func (w *statusWatch) emit(el electionJSON, rev int64) error {
@@ -233,6 +233,13 @@ func watchLine(el electionJSON, rev int64, at time.Time) string {
 		fmt.Fprintf(&b, " state=waiting-older leader=%s lease=%s rev=%d", field(l.ID), l.Lease, l.Rev)
 	default:
 		fmt.Fprintf(&b, " state=leading leader=%s lease=%s rev=%d", field(l.ID), l.Lease, l.Rev)
+	}
+	if el.Holders > 1 {
+		// The leader above is the first of them.
+		fmt.Fprintf(&b, " holders=%d", el.Holders)
+		for _, h := range el.Holding {
+			fmt.Fprintf(&b, " holder=%s", field(h.ID))
+		}
 	}
 	fmt.Fprintf(&b, " waiting=%d", len(el.Waiting))
 	if el.Older > 0 {

@@ -31,6 +31,8 @@ var (
 	chaosDuration   = flag.Duration("chaos.duration", 0, "how long TestChaos injects random faults after its fixed schedule")
 	chaosSeed       = flag.Uint64("chaos.seed", 0, "seed of TestChaos, to replay a run (0: from the clock)")
 	chaosCandidates = flag.Int("chaos.candidates", 4, "supervisors in TestChaos")
+	chaosHolders    = flag.Int("chaos.holders", 1, "--holders of TestChaos's candidates; with more than one, each probe "+
+		"locks its slot's file and one of N count files, so two children in a slot or more than N at once are overlaps")
 )
 
 // chaosTTL is the candidates' --ttl; with it, K = 0.5s and m = 0.25s.
@@ -158,8 +160,8 @@ func TestChaos(t *testing.T) {
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	t.Logf("chaos: seed %d, %d candidates, the schedule then %s of random faults (replay: scripts/chaos %s %d)",
-		seed, *chaosCandidates, *chaosDuration, *chaosDuration, seed)
+	t.Logf("chaos: seed %d, %d candidates of %d holders, the schedule then %s of random faults (replay: scripts/chaos %s %d %d %d)",
+		seed, *chaosCandidates, *chaosHolders, *chaosDuration, *chaosDuration, seed, *chaosCandidates, *chaosHolders)
 	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
 	c := &chaos{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), cluster: cluster, cli: cluster.Client(t),
 		e: newEnv(t, nil), faults: map[string]int{}, onLeader: map[string]int{}}
@@ -201,8 +203,12 @@ func (c *chaos) start(cc *chaosCand) {
 	for _, p := range cc.proxies {
 		addrs = append(addrs, p.Addr())
 	}
-	cc.cur = c.e.via(addrs...).start(cc.name, []string{"--ttl=" + chaosTTL.String(), "--election=chaos", "--dial-timeout=1s"},
-		c.e.probe("-escapees"))
+	flags, probe := []string{"--ttl=" + chaosTTL.String(), "--election=chaos", "--dial-timeout=1s"}, c.e.probe("-escapees")
+	if *chaosHolders > 1 {
+		flags = append(flags, fmt.Sprintf("--holders=%d", *chaosHolders))
+		probe = append(probe, "-holders", strconv.Itoa(*chaosHolders))
+	}
+	cc.cur = c.e.via(addrs...).start(cc.name, flags, probe)
 	cc.all = append(cc.all, cc.cur)
 }
 

@@ -22,6 +22,10 @@ type Instance struct {
 	Rev      int64  `json:"rev,omitempty"`
 	Lease    string `json:"lease,omitempty"`
 	ChildPid int    `json:"child_pid,omitempty"`
+	// Holders is --holders when more than one, and Slot the slot this
+	// instance holds, while it holds one.
+	Holders int  `json:"holders,omitempty"`
+	Slot    *int `json:"slot,omitempty"`
 }
 
 func (m *Monitor) Snapshot() Instance {
@@ -32,6 +36,13 @@ func (m *Monitor) Snapshot() Instance {
 		Key: m.key, Rev: m.rev, ChildPid: m.childPid}
 	if m.lease != 0 {
 		s.Lease = fmt.Sprintf("%x", m.lease)
+	}
+	if m.holders > 1 {
+		s.Holders = m.holders
+		if m.slot >= 0 {
+			slot := m.slot
+			s.Slot = &slot
+		}
 	}
 	return s
 }

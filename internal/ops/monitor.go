@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -63,6 +64,9 @@ type Monitor struct {
 	childPid int
 	lastOK   time.Time // last successful contact with etcd: queued or renewed
 	failing  bool
+	// holders is --holders when more than one, and slot the slot of the
+	// term this instance holds (-1 for none).
+	holders, slot int
 
 	m metrics
 }
@@ -117,7 +121,7 @@ func New(election, id, version string, ttl time.Duration, notify func(string)) *
 	if notify == nil {
 		notify = func(string) {}
 	}
-	m := &Monitor{election: election, id: id, ttl: ttl, notify: notify, role: RoleStarting, m: newMetrics()}
+	m := &Monitor{election: election, id: id, ttl: ttl, notify: notify, role: RoleStarting, slot: -1, m: newMetrics()}
 	m.m.info.WithLabelValues(election, id, version).Set(1)
 	return m
 }
@@ -163,6 +167,10 @@ func (m *Monitor) SetRole(role string) {
 	m.mu.Lock()
 	changed := m.role != role
 	m.role = role
+	holder := ""
+	if m.holders > 1 && m.slot >= 0 && (role == RoleLeading || role == RoleHolding) {
+		holder = fmt.Sprintf(" (holder, slot %d of %d)", m.slot, m.holders)
+	}
 	m.mu.Unlock()
 	if !changed {
 		return
@@ -174,7 +182,17 @@ func (m *Monitor) SetRole(role string) {
 	}
 	// One line whatever the id: sd_notify reads each line of a message as
 	// a variable of its own, so a newline could set MAINPID= or READY=.
-	m.notify("STATUS=" + role + " " + oneline.Quote(m.election) + " as " + oneline.Quote(m.id))
+	m.notify("STATUS=" + role + " " + oneline.Quote(m.election) + " as " + oneline.Quote(m.id) + holder)
+}
+
+// Holder says which slot of how many holders the term now won holds
+// (--holders > 1), for STATUS= and /status; called after Elected.
+func (m *Monitor) Holder(slot, holders int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if holders > 1 {
+		m.slot, m.holders = slot, holders
+	}
 }
 
 func (m *Monitor) Elected(key string, rev, lease int64) {
@@ -206,7 +224,7 @@ func (m *Monitor) ChildExited(code int, fenced bool) {
 
 func (m *Monitor) TermEnded(reason string) {
 	m.mu.Lock()
-	m.key, m.rev, m.lease = "", 0, 0
+	m.key, m.rev, m.lease, m.slot = "", 0, 0, -1
 	m.mu.Unlock()
 	m.m.changes.WithLabelValues(reason).Inc()
 }

@@ -186,3 +186,34 @@ func TestReadmeListsEveryReason(t *testing.T) {
 		}
 	}
 }
+
+// With --holders N > 1, STATUS= and /status say which slot this holder
+// holds, and stop saying so when its term ends.
+func TestHolderStatus(t *testing.T) {
+	var sent []string
+	m := New("jobs", "c1", "v1.2.3", 10*time.Second, func(s string) { sent = append(sent, s) })
+	m.Queued("p/jobs/1")
+	m.Elected("p/jobs/1", 7, 0x1f)
+	m.Holder(1, 2)
+	m.ChildStarted(42)
+	_, body := get(t, Handler(m), "/status")
+	var s Instance
+	if err := json.Unmarshal([]byte(body), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Holders != 2 || s.Slot == nil || *s.Slot != 1 || !s.Leading {
+		t.Errorf("/status %s, want holders 2, slot 1, leading", body)
+	}
+	if want := "STATUS=leading jobs as c1 (holder, slot 1 of 2)"; sent[len(sent)-1] != want {
+		t.Errorf("notified %q, want %q last", sent, want)
+	}
+	m.ChildExited(0, false)
+	m.TermEnded(ReasonExited)
+	m.SetRole(RoleCampaigning)
+	if _, body = get(t, Handler(m), "/status"); strings.Contains(body, `"slot"`) {
+		t.Errorf("/status after the term %s, want no slot", body)
+	}
+	if want := "STATUS=campaigning jobs as c1"; sent[len(sent)-1] != want {
+		t.Errorf("notified %q, want %q last", sent, want)
+	}
+}

@@ -16,11 +16,16 @@ const (
 	EnvLease     = "ETCDLEAD_LEASE"
 	EnvID        = "ETCDLEAD_ID"
 	EnvEndpoints = "ETCDLEAD_ENDPOINTS"
+	// EnvSlot and EnvSlotRev are the term's slot and that slot's fencing
+	// token (docs/design.md, "More than one holder"); with one holder, 0
+	// and the same as EnvRev.
+	EnvSlot    = "ETCDLEAD_SLOT"
+	EnvSlotRev = "ETCDLEAD_SLOT_REV"
 )
 
 // ChildVars are the variables termEnv sets; the inherited environment
 // must not hold them already.
-var ChildVars = []string{EnvName, EnvKey, EnvRev, EnvLease, EnvID, EnvEndpoints}
+var ChildVars = []string{EnvName, EnvKey, EnvRev, EnvLease, EnvID, EnvEndpoints, EnvSlot, EnvSlotRev}
 
 // termEnv is what the child learns about its term.
 func (r *Runner) termEnv(t *Term) []string {
@@ -31,5 +36,7 @@ func (r *Runner) termEnv(t *Term) []string {
 		EnvLease + "=" + fmt.Sprintf("%x", t.Lease),
 		EnvID + "=" + r.cfg.ID,
 		EnvEndpoints + "=" + strings.Join(r.cfg.Endpoints, ","),
+		EnvSlot + "=" + strconv.Itoa(t.Slot),
+		EnvSlotRev + "=" + strconv.FormatInt(t.SlotRev, 10),
 	}
 }

@@ -112,7 +112,7 @@ type fakeTerm struct {
 
 func (f *fakeTerm) term() *Term {
 	return &Term{
-		Key: fmt.Sprintf("p/e/%x", f.n), Rev: int64(10 + f.n), Lease: int64(f.n),
+		Key: fmt.Sprintf("p/e/%x", f.n), Rev: int64(10 + f.n), Lease: int64(f.n), SlotRev: int64(10 + f.n),
 		Deadline: func() time.Duration { return time.Hour },
 		Hold: func(ctx context.Context, _ func(time.Duration)) error {
 			f.j.add("hold")

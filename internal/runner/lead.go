@@ -30,6 +30,7 @@ func (r *Runner) lead(ctx context.Context, term *Term) *Outcome {
 		r.cfg.Won()
 	}
 	r.mon.Elected(term.Key, term.Rev, term.Lease)
+	r.mon.Holder(term.Slot, r.cfg.Holders)
 	child, err := r.keepers.Start(term.Deadline(), r.termEnv(term))
 	if err != nil {
 		var execErr *supervisor.ExecError
@@ -49,7 +50,12 @@ func (r *Runner) lead(ctx context.Context, term *Term) *Outcome {
 		return end(Failed, 0, err)
 	}
 	elected := time.Now()
-	r.log.Info("child started", "pid", child.Pid(), "rev", term.Rev)
+	if r.cfg.Holders > 1 {
+		r.log.Info("child started as holder", "pid", child.Pid(), "rev", term.Rev, "slot", term.Slot,
+			"slot_rev", term.SlotRev, "holders", r.cfg.Holders)
+	} else {
+		r.log.Info("child started", "pid", child.Pid(), "rev", term.Rev)
+	}
 	r.mon.ChildStarted(child.Pid())
 
 	// The term is held for as long as lead runs, and lead returns only
@@ -136,7 +142,7 @@ func (r *Runner) afterChild(res supervisor.Result, st termState) *Outcome {
 			if reason == ops.ReasonResigned {
 				r.log.Info("stepped down on request while the command ran; exiting (--once)")
 			} else {
-				r.log.Warn("leadership lost while the command ran; exiting (--once)", "reason", reason)
+				r.log.Warn(r.lostWords()+" while the command ran; exiting (--once)", "reason", reason)
 			}
 			return end(LostOnce, res.Code, nil)
 		}
@@ -182,7 +188,16 @@ func (r *Runner) logTermEnd(err error, what string, args ...any) {
 		r.log.Info("stepped down on request; "+what, args...)
 		return
 	}
-	r.log.Warn("leadership lost; "+what, append([]any{"reason", err}, args...)...)
+	r.log.Warn(r.lostWords()+"; "+what, append([]any{"reason", err}, args...)...)
+}
+
+// lostWords name a lost term: a leader's, or with --holders N > 1 a
+// holder's.
+func (r *Runner) lostWords() string {
+	if r.cfg.Holders > 1 {
+		return "holder lost its slot"
+	}
+	return "leadership lost"
 }
 
 // holdRest keeps leadership until --hold-at-least has passed since the

@@ -26,6 +26,7 @@ type Config struct {
 	HoldAtLeast time.Duration
 	Timeout     time.Duration // 0: none
 	Restart     Restart
+	Holders     int           // --holders: 1 (or 0) for one leader
 	Endpoints   []string      // for messages and the child's environment
 	DialTimeout time.Duration // bounds a --no-wait attempt
 	// Interactive: stdin is this process's controlling terminal, whose
@@ -53,6 +54,10 @@ type Term struct {
 	Key   string
 	Rev   int64
 	Lease int64
+	// Slot and SlotRev are the term's slot and its fencing token
+	// (campaign.Term); 0 and Rev with one holder.
+	Slot    int
+	SlotRev int64
 	// Deadline is the boot-clock time before which etcd cannot expire
 	// the lease.
 	Deadline func() time.Duration
@@ -124,7 +129,8 @@ func (c campaigner) Campaign(ctx context.Context) (*Term, error) {
 	if t == nil {
 		return nil, err
 	}
-	return &Term{Key: t.Key, Rev: t.Rev, Lease: int64(t.Lease), Deadline: t.Deadline, Hold: t.Hold, Revoke: t.Revoke}, err
+	return &Term{Key: t.Key, Rev: t.Rev, Lease: int64(t.Lease), Slot: t.Slot, SlotRev: t.SlotRev,
+		Deadline: t.Deadline, Hold: t.Hold, Revoke: t.Revoke}, err
 }
 
 // Observer passes the campaign's events on: to the monitor, and to the

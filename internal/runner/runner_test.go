@@ -25,7 +25,7 @@ func TestChildExitEndsRunThenRevoke(t *testing.T) {
 	g.j.before(t, "child exited", "revoke")
 	g.j.before(t, "hold returned", "revoke")
 	want := []string{"ETCDLEAD_NAME=e", "ETCDLEAD_KEY=p/e/1", "ETCDLEAD_REV=11", "ETCDLEAD_LEASE=1",
-		"ETCDLEAD_ID=c1", "ETCDLEAD_ENDPOINTS=127.0.0.1:2379"}
+		"ETCDLEAD_ID=c1", "ETCDLEAD_ENDPOINTS=127.0.0.1:2379", "ETCDLEAD_SLOT=0", "ETCDLEAD_SLOT_REV=11"}
 	if got := g.keepers.env[0]; !slices.Equal(got, want) {
 		t.Errorf("child env %q, want %q", got, want)
 	}
@@ -67,6 +67,29 @@ func TestTermEndNamedInLog(t *testing.T) {
 	if !strings.Contains(lost, "[WARN]  leadership lost; child stopping") {
 		t.Errorf("a deleted key is not logged as leadership lost:\n%s", lost)
 	}
+	g.sigs <- syscall.SIGTERM
+	wantOutcome(t, g.outcome(t), Stopped, 0)
+}
+
+// With --holders N > 1 the log names the term a holder's: its start with
+// the slot, its loss as a lost slot.
+func TestHolderNamedInLog(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Holders = 2
+	g := newRig(t, cfg, func(g *rig) []func(int) (*Term, error) {
+		g.keepers.obeys = true
+		return []func(int) (*Term, error){g.wins(), g.wins()}
+	})
+	g.keepers.child(t, 0)
+	g.terms[0].lose <- campaign.ErrKeyDeleted
+	g.keepers.child(t, 1)
+	log := g.log.String()
+	if !strings.Contains(log, "child started as holder") || !strings.Contains(log, "slot=0") ||
+		!strings.Contains(log, "[WARN]  holder lost its slot; child stopping") || strings.Contains(log, "leadership lost") {
+		t.Errorf("a holder's term is not logged as a holder's:\n%s", log)
+	}
+	g.terms[1].lose <- campaign.ErrKeyDeleted
+	g.j.waitFor(t, "campaign", 3)
 	g.sigs <- syscall.SIGTERM
 	wantOutcome(t, g.outcome(t), Stopped, 0)
 }

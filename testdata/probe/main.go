@@ -4,6 +4,12 @@
 // share the lock, so an orphan keeps it held too). A second copy running at
 // the same time cannot get the lock and fails loudly. It reports readiness and every
 // signal as lines on stdout, and keeps a journal of starts and stops.
+//
+// With -holders N (etcdlead run --holders N), the lock is per slot: the file
+// <lock>.slot<ETCDLEAD_SLOT>, so two children in one slot fail loudly; and
+// each child takes one of N count files <lock>.count<k>, so that a child
+// beside N others finds none free and fails loudly too, whatever the slots
+// say.
 package main
 
 import (
@@ -29,6 +35,7 @@ func main() {
 	escapees := flag.Bool("escapees", false, "start grandchildren outside the process group that share the lock and ignore SIGTERM: "+
 		"one in a new process group, one in a new session, one under timeout(1) if it is installed")
 	hold := flag.Bool("hold", false, "grandchild mode: print ready and wait for SIGKILL")
+	holders := flag.Int("holders", 0, "lock per slot, and at most this many children at once (see the package doc)")
 	flag.Parse()
 
 	id, rev := os.Getenv("ETCDLEAD_ID"), os.Getenv("ETCDLEAD_REV")
@@ -41,7 +48,9 @@ func main() {
 	}
 	j := openJournal(*journal)
 	var lockFile *os.File
-	if *lock != "" {
+	if *holders > 0 && *lock != "" {
+		lockFile = holdSlot(j, *lock, *holders, id, rev)
+	} else if *lock != "" {
 		f, err := os.OpenFile(*lock, os.O_CREATE|os.O_RDWR, 0o644)
 		if err != nil {
 			fail(j, "open lock: %v", err)
@@ -61,7 +70,8 @@ func main() {
 	if *escapees {
 		startEscapees(lockFile)
 	}
-	fmt.Printf("ready pid=%d id=%s rev=%s name=%s election=%s\n", os.Getpid(), id, rev, os.Getenv("ETCDLEAD_NAME"), os.Getenv("ETCDLEAD_ELECTION"))
+	fmt.Printf("ready pid=%d id=%s rev=%s slot=%s slot_rev=%s name=%s election=%s\n", os.Getpid(), id, rev,
+		os.Getenv("ETCDLEAD_SLOT"), os.Getenv("ETCDLEAD_SLOT_REV"), os.Getenv("ETCDLEAD_NAME"), os.Getenv("ETCDLEAD_ELECTION"))
 	if *exitCode >= 0 {
 		j.line("stop id=%s exit=%d", id, *exitCode)
 		os.Exit(*exitCode)
@@ -75,6 +85,48 @@ func main() {
 			_ = syscall.Kill(os.Getpid(), sig)
 		}
 	}
+}
+
+// countLock is the count lock a probe of -holders holds, kept here so
+// that it stays open (a file no longer referenced is closed when
+// collected) and passed on to the holders it starts.
+var countLock *os.File
+
+// holdSlot takes the slot's lock and a count lock (the package doc), or
+// fails loudly; it returns the slot's lock file.
+func holdSlot(j journalFile, lock string, holders int, id, rev string) *os.File {
+	slot := os.Getenv("ETCDLEAD_SLOT")
+	if n, err := strconv.Atoi(slot); err != nil || n < 0 || n >= holders {
+		fail(j, "ETCDLEAD_SLOT=%q is not a slot of %d", slot, holders)
+	}
+	take := func(name string) *os.File {
+		f, err := os.OpenFile(name, os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			fail(j, "open lock: %v", err)
+		}
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+			f.Close()
+			return nil
+		}
+		return f
+	}
+	f := take(lock + ".slot" + slot)
+	if f == nil {
+		j.line("OVERLAP slot=%s id=%s rev=%s pid=%d", slot, id, rev, os.Getpid())
+		fmt.Println("OVERLAP")
+		os.Exit(99)
+	}
+	for k := range holders {
+		// Kept open, and so locked, until the probe and every process
+		// that inherited it are gone, like the slot's lock.
+		if countLock = take(lock + ".count" + strconv.Itoa(k)); countLock != nil {
+			return f
+		}
+	}
+	j.line("OVERLAP more than %d id=%s rev=%s pid=%d", holders, id, rev, os.Getpid())
+	fmt.Println("OVERLAP")
+	os.Exit(99)
+	return nil
 }
 
 func self() string {
@@ -110,6 +162,9 @@ func startHolder(lock *os.File, cmd *exec.Cmd) int {
 	cmd.Stderr = os.Stderr
 	if lock != nil {
 		cmd.ExtraFiles = []*os.File{lock}
+	}
+	if countLock != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, countLock)
 	}
 	out, err := cmd.StdoutPipe()
 	if err == nil {

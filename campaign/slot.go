@@ -1,0 +1,177 @@
+package campaign
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// takeSlot gives a term that may hold, in an election of N > 1 holders,
+// the lowest free slot (docs/design.md, "More than one holder"): a key
+// P.slot/<i> created only if absent, attached to the term's lease, so that
+// it goes with the lease and, while the lease lives, no other term can take
+// it. At most N terms that passed the wait live at once, for the reason at
+// most N children run, so one of the N slots is free unless a slot key was
+// put by hand; then the term waits for a slot key to go. It also starts the
+// slot's guard.
+func (t *Term) takeSlot(ctx context.Context) error {
+	l, n := t.c.cfg.Layout, t.c.holders()
+	for {
+		var resp *clientv3.GetResponse
+		err := retry(ctx, func() error {
+			return t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) (err error) {
+				resp, err = t.c.cfg.Client.Get(rctx, l.SlotPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+				return err
+			})
+		})
+		if err != nil {
+			return t.waitErr(ctx, err)
+		}
+		taken := map[string]bool{}
+		for _, kv := range resp.Kvs {
+			taken[string(kv.Key)] = true
+			// An earlier attempt of the transaction below committed but its
+			// answer was lost: the slot is ours.
+			if clientv3.LeaseID(kv.Lease) == t.Lease {
+				return t.tookSlot(string(kv.Key), kv.CreateRevision)
+			}
+		}
+		free := -1
+		for i := range n {
+			if !taken[l.SlotKey(i)] {
+				free = i
+				break
+			}
+		}
+		if free < 0 {
+			t.c.log.Warn("every slot is taken; waiting for one to be freed", "slots", l.SlotPrefix(), "holders", n)
+			if err := t.slotFreed(ctx, resp.Header.Revision); err != nil {
+				return err
+			}
+			continue
+		}
+		key := l.SlotKey(free)
+		var tresp *clientv3.TxnResponse
+		err = retry(ctx, func() error {
+			return t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) (err error) {
+				tresp, err = t.c.cfg.Client.Txn(rctx).
+					If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+					Then(clientv3.OpPut(key, t.Key, clientv3.WithLease(t.Lease))).
+					Else(clientv3.OpGet(key, clientv3.WithKeysOnly())).
+					Commit()
+				return err
+			})
+		})
+		if err != nil {
+			return t.waitErr(ctx, err)
+		}
+		if tresp.Succeeded {
+			return t.tookSlot(key, tresp.Header.Revision)
+		}
+		if kvs := tresp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 && clientv3.LeaseID(kvs[0].Lease) == t.Lease {
+			return t.tookSlot(key, kvs[0].CreateRevision)
+		}
+		// Another term took it between the read and the transaction: a slot
+		// freed and taken in between. Read again.
+	}
+}
+
+func (t *Term) tookSlot(key string, rev int64) error {
+	i, err := strconv.Atoi(key[len(t.c.cfg.Layout.SlotPrefix()):])
+	if err != nil || i < 0 || i >= t.c.holders() {
+		return fmt.Errorf("slot key %s: not one of %d slots", key, t.c.holders())
+	}
+	t.Slot, t.SlotRev = i, rev
+	t.guards.Go(func() { t.lose(t.guardSlot(key, rev)) })
+	return nil
+}
+
+// slotFreed returns once a key under the slot prefix changed after rev.
+func (t *Term) slotFreed(ctx context.Context, rev int64) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	ws, stop := t.watchAll(wctx, []string{t.c.cfg.Layout.SlotPrefix()}, rev, clientv3.WithPrefix())
+	defer stop()
+	select {
+	case <-ws:
+		return nil
+	case <-ctx.Done():
+		return t.waitErr(ctx)
+	}
+}
+
+// guardSlot ends the term when its slot key is deleted or put under another
+// lease: another term could then take the slot, and two children would
+// share it. Like the guard of the term's other keys, it watches the key
+// and re-reads it every T/3 and after a broken watch.
+func (t *Term) guardSlot(key string, created int64) error {
+	rev := created
+	every := t.TTL / 3
+	for {
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(t.ctx))
+		err := t.followSlot(wctx, key, created, rev, every)
+		cancel()
+		if err != nil {
+			return err
+		}
+		if t.ctx.Err() != nil {
+			return t.ctx.Err()
+		}
+		var resp *clientv3.GetResponse
+		err = retry(t.ctx, func() error {
+			return t.c.request(t.ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) (err error) {
+				resp, err = t.c.cfg.Client.Get(rctx, key, clientv3.WithKeysOnly())
+				return err
+			})
+		})
+		if err != nil {
+			if Permanent(err) {
+				return err
+			}
+			return t.ctx.Err()
+		}
+		switch {
+		case len(resp.Kvs) == 0:
+			t.c.log.Warn("key deleted", "key", key)
+			return fmt.Errorf("re-read: %w", ErrKeyDeleted)
+		case clientv3.LeaseID(resp.Kvs[0].Lease) != t.Lease || resp.Kvs[0].CreateRevision != created:
+			t.c.log.Warn("key replaced", "key", key)
+			return fmt.Errorf("re-read: %w", ErrKeyReplaced)
+		}
+		rev = resp.Header.Revision
+	}
+}
+
+// followSlot watches the slot key from rev+1 until a change ends the term
+// (the error), the watch breaks or every has passed (nil: re-read).
+func (t *Term) followSlot(ctx context.Context, key string, created, rev int64, every time.Duration) error {
+	ws, stop := t.watchAll(ctx, []string{key}, rev)
+	defer stop()
+	reread := time.After(every)
+	for {
+		var w watched
+		select {
+		case w = <-ws:
+		case <-reread:
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+		if !w.ok || w.resp.Err() != nil {
+			return nil
+		}
+		for _, ev := range w.resp.Events {
+			switch {
+			case ev.Type == clientv3.EventTypeDelete:
+				t.c.log.Warn("key deleted", "key", key, "rev", ev.Kv.ModRevision)
+				return ErrKeyDeleted
+			case clientv3.LeaseID(ev.Kv.Lease) != t.Lease || ev.Kv.CreateRevision != created:
+				t.c.log.Warn("key replaced", "key", key, "rev", ev.Kv.ModRevision)
+				return ErrKeyReplaced
+			}
+		}
+	}
+}
