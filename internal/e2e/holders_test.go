@@ -204,6 +204,15 @@ func TestHoldersMismatchAndLeaderEndpoint(t *testing.T) {
 	if strings.Count(table, "holder, slot ") != 2 || !strings.Contains(table, "waiting 1") {
 		t.Errorf("status table:\n%s", table)
 	}
+	// status --watch shows the holders as well.
+	w := e.watchStatus("probe", nil)
+	if line, _ := w.out.waitFor(t, "watch", "holders=2", 0); strings.Count(line, " holder=") != 2 || !strings.Contains(line, " waiting=1") {
+		t.Errorf("status --watch line %q, want holders=2, two holder= fields and waiting=1", line)
+	}
+	w.signal(t, syscall.SIGTERM)
+	if code := w.exit(t); code != 0 {
+		t.Errorf("status --watch ended with %d on SIGTERM, want 0", code)
+	}
 	for _, h := range []string{"--holders=3", "--holders=1"} {
 		m := e.start("m", append(slices.Clone(fast), h), probe)
 		if code := m.exit(t); code != 125 {
