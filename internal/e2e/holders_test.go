@@ -71,6 +71,7 @@ func holding(cs []*candidate, except ...*candidate) []*candidate {
 // never beside it; the probes' slot and count locks say no two children ever shared a
 // slot and no more than N ran at once.
 func TestHoldersFaults(t *testing.T) {
+	t.Parallel() // its own etcd; it mostly waits
 	for _, n := range []int{2, 3} {
 		t.Run(fmt.Sprintf("holders-%d", n), func(t *testing.T) {
 			cluster := etcdtest.Start(t, etcdtest.Options{})
@@ -164,6 +165,7 @@ func TestHoldersFaults(t *testing.T) {
 // smaller, and leaves the holders alone. /leader answers 200 on every
 // holder.
 func TestHoldersMismatchAndLeaderEndpoint(t *testing.T) {
+	t.Parallel() // its own etcd; it mostly waits
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	a1, a2, a3 := freeAddr(t), freeAddr(t), freeAddr(t)

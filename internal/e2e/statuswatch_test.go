@@ -140,6 +140,7 @@ func checkWatchSchema(t *testing.T, line string) {
 // on the way. Every line has the schema; no line repeats the state before
 // it; SIGTERM ends the stream with 0.
 func TestStatusWatchJSON(t *testing.T) {
+	t.Parallel() // its own etcd; it mostly waits
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	w := e.watchStatus("probe", nil, "--json")
@@ -227,6 +228,7 @@ func joinElection(t *testing.T, c *clientv3.Client, l campaign.Layout, id string
 // after. A leader whose predecessor's lease still lives is shown waiting
 // for it. SIGINT ends the stream with 0.
 func TestStatusWatchThroughRestart(t *testing.T) {
+	t.Parallel() // its own etcd; it mostly waits
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	c := cluster.Client(t)
@@ -289,6 +291,7 @@ func TestStatusWatchThroughRestart(t *testing.T) {
 // prints; a user whose role covers just the election's two prefixes
 // (README, "Running against a secured etcd") may follow it.
 func TestStatusWatchRefusals(t *testing.T) {
+	t.Parallel() // its own etcd; it mostly waits
 	cluster, _ := startAuthEtcd(t)
 	ep := "--endpoints=" + cluster.Endpoints()[0]
 	watch := func(extraEnv []string, flags ...string) outcome {
@@ -322,6 +325,7 @@ func TestStatusWatchRefusals(t *testing.T) {
 // raft leader: the stream must say etcd does not answer, not go silent,
 // and go on once the quorum is back.
 func TestStatusWatchNoQuorum(t *testing.T) {
+	t.Parallel() // its own etcd; it mostly waits
 	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
 	ms := cluster.Members()
 	e := newEnv(t, []string{ms[0].ClientAddr()})
@@ -349,6 +353,7 @@ func TestStatusWatchNoQuorum(t *testing.T) {
 // A reader that stops reading (`| head -1`) ends the stream at the next
 // change, quietly and with 0.
 func TestStatusWatchReaderGone(t *testing.T) {
+	t.Parallel() // its own etcd; it mostly waits
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	l, err := campaign.NewLayout(e.prefix, "web")
@@ -386,6 +391,7 @@ func TestStatusWatchReaderGone(t *testing.T) {
 // the stream: each leader's id that has the shape of host:port comes out
 // as one line, and a forged id with a newline in it does not.
 func TestStatusWatchReadmeExample(t *testing.T) {
+	t.Parallel() // its own etcd; it mostly waits
 	if _, err := exec.LookPath("jq"); err != nil {
 		t.Skip("jq is missing (apt-get install jq): the README's example is not run")
 	}
@@ -472,6 +478,7 @@ func readmeWatchPipeline(t *testing.T) string {
 // A certificate etcd's does not verify against is a refusal too: 125 at
 // once, with status's line.
 func TestStatusWatchTLSRefusal(t *testing.T) {
+	t.Parallel() // its own etcd; it mostly waits
 	p := newPKI(t)
 	_, ep := etcdtest.StartTLS(t, etcdtest.Options{}, etcdtest.TLS{CertFile: p.server, KeyFile: p.serverKey})
 	args := []string{"status", "--endpoints=" + ep, "--cacert=" + p.otherCA, "--election=tls"}
@@ -486,6 +493,7 @@ func TestStatusWatchTLSRefusal(t *testing.T) {
 // --log-format json, as every stderr line then is) and prints the first
 // state when etcd comes.
 func TestStatusWatchStartsWithoutEtcd(t *testing.T) {
+	t.Parallel() // its own etcd; it mostly waits
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	cluster.Member(0).Stop(t)
 	e := newEnv(t, cluster.Endpoints())
