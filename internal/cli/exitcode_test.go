@@ -2,7 +2,6 @@ package cli
 
 import (
 	"errors"
-	"os"
 	"strings"
 	"testing"
 
@@ -13,16 +12,8 @@ import (
 // README.md, each as its cells.
 func readmeTable(t *testing.T, heading string) [][]string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(b), "\n"+heading+"\n")
-	if !ok {
-		t.Fatalf("README.md has no %q", heading)
-	}
 	var rows [][]string
-	for _, line := range strings.Split(rest, "\n") {
+	for _, line := range strings.Split(readmeSection(t, heading), "\n") {
 		if strings.HasPrefix(line, "#") {
 			break
 		}

@@ -193,19 +193,8 @@ func placeholder(flag, fallback string) string {
 
 // writeWrapped writes text wrapped to helpWidth, its later lines indented.
 func writeWrapped(w io.Writer, text string, indent int) {
-	col := 0
 	var b strings.Builder
-	for i, word := range strings.Fields(text) {
-		if i > 0 && col+1+len(word) > helpWidth {
-			b.WriteString("\n" + strings.Repeat(" ", indent))
-			col = indent
-		} else if i > 0 {
-			b.WriteString(" ")
-			col++
-		}
-		b.WriteString(word)
-		col += len(word)
-	}
+	wrap(&b, text, 0, indent)
 	fmt.Fprintln(w, b.String())
 }
 
@@ -221,7 +210,13 @@ func writeColumns(w io.Writer, left, text string, indent int) {
 		col = 0
 	}
 	b.WriteString(strings.Repeat(" ", indent-col))
-	col = indent
+	wrap(&b, text, indent, indent)
+	fmt.Fprintln(w, b.String())
+}
+
+// wrap writes text's words to b, which stands at column col, breaking
+// lines before helpWidth and indenting the later ones.
+func wrap(b *strings.Builder, text string, col, indent int) {
 	for i, word := range strings.Fields(text) {
 		if i > 0 && col+1+len(word) > helpWidth {
 			b.WriteString("\n" + strings.Repeat(" ", indent))
@@ -233,7 +228,6 @@ func writeColumns(w io.Writer, left, text string, indent int) {
 		b.WriteString(word)
 		col += len(word)
 	}
-	fmt.Fprintln(w, b.String())
 }
 
 func commandExamples(cmd string) string {
