@@ -280,6 +280,14 @@ func (e *env) startBin(bin, name string, flags []string, command []string, extra
 	args = append(append(args, "--"), command...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), extraEnv...)
+	return e.launch(name, cmd)
+}
+
+// launch starts cmd, an etcdlead command, as the candidate name: its
+// stdout and stderr read as they come, its exit code kept, and it killed
+// and its output shown at the test's end if need be.
+func (e *env) launch(name string, cmd *exec.Cmd) *candidate {
+	e.t.Helper()
 	// Plain pipes rather than StdoutPipe: Wait would close those when
 	// etcdlead exits, but the keeper, which outlives a killed etcdlead,
 	// writes to them too, and the test must read what it says.

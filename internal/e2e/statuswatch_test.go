@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -27,46 +26,7 @@ func (e *env) watchStatus(election string, extraEnv []string, flags ...string) *
 		"--election=" + election, "--watch"}, flags...)
 	cmd := exec.Command(etcdleadBin(), args...)
 	cmd.Env = append(os.Environ(), extraEnv...)
-	stdoutR, stdoutW, err := os.Pipe()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	stderrR, stderrW, err := os.Pipe()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	c := &candidate{name: "watch", cmd: cmd, out: newLines(stdoutR), log: newLines(stderrR), done: make(chan struct{})}
-	err = cmd.Start()
-	stdoutW.Close()
-	stderrW.Close()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	go func() {
-		err := cmd.Wait()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			c.code = ee.ExitCode()
-		}
-		close(c.done)
-	}()
-	e.t.Cleanup(func() {
-		select {
-		case <-c.done:
-		default:
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-			<-c.done
-		}
-		if _, ok := c.log.find("WARNING: DATA RACE"); ok {
-			e.t.Errorf("status --watch: the race detector found a data race")
-		}
-		if e.t.Failed() {
-			e.t.Logf("status --watch stdout:\n%s\nstderr:\n%s", c.out, c.log)
-		}
-	})
-	return c
+	return e.launch("watch", cmd)
 }
 
 // watchLine is one line of `status --watch --json`: README.md's schema,
