@@ -16,8 +16,10 @@ import (
 // on renewing a lease that blocks every newer term, and a resign aimed at a
 // candidate still in its barrier would be lost. It watches the three keys,
 // and re-reads them every T/3 in case a watch stalls silently. Its
-// goroutines end with the term's context; Revoke waits for them.
+// goroutines end with the term's context; Revoke waits for them. Its
+// watches are on a stream of the term's own, which Revoke closes.
 func (t *Term) guard(from int64) {
+	t.watches = clientv3.NewWatcher(t.c.cfg.Client)
 	t.guards.Go(func() { t.lose(t.watchOwn(from)) })
 	t.guards.Go(func() { t.lose(t.rereadLoop()) })
 }
@@ -46,7 +48,7 @@ func (t *Term) watchOwn(rev int64) error {
 // follow watches keys from rev+1 until one of them ends the term (the
 // error) or a watch is interrupted (nil).
 func (t *Term) follow(ctx context.Context, keys []string, rev int64) error {
-	ws, stop := t.watchAll(ctx, keys, rev, clientv3.WithProgressNotify())
+	ws, stop := t.guardWatch(ctx, keys, rev, clientv3.WithProgressNotify())
 	defer stop()
 	for {
 		var w watched

@@ -16,6 +16,9 @@ import (
 // Renewal errors alone never end it: while etcd is unreachable the deadline
 // stands still and the keeper's fence decides.
 //
+// The first attempt is made at once only when the term's deadline puts the
+// fence point less than 3r ahead; else r later, as every other.
+//
 // onRenew hands a deadline to the keeper. Hold calls it, before it logs
 // anything about the attempt, with the term's Deadline after its first
 // attempt and then, after any attempt, when the deadline has
@@ -50,6 +53,13 @@ func (t *Term) renewLoop(ctx context.Context, onRenew func(time.Duration)) error
 	var told time.Duration // the last deadline handed to onRenew; 0: none yet
 	tick := time.NewTicker(r)
 	defer tick.Stop()
+	if !renewAtOnce(t.Deadline(), t.c.cfg.Guard, t.c.cfg.Now(), r) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
 	for {
 		err := t.renewOnce(ctx, r)
 		if errors.Is(err, ErrLeaseLost) {
@@ -79,6 +89,16 @@ func (t *Term) renewLoop(ctx context.Context, onRenew func(time.Duration)) error
 		case <-tick.C:
 		}
 	}
+}
+
+// renewAtOnce is renewLoop's rule for its first attempt. A term starts
+// with a deadline already, from its last renewal while waiting or from the
+// grant, and the child's keeper has it. So the first renewal waits for the
+// cadence unless that deadline d puts the fence point d - guard less than
+// 3r ahead of now (tell's margin): renewing at once would add a request to
+// every handoff, for a fence point that needs no moving yet.
+func renewAtOnce(d, guard, now, r time.Duration) bool {
+	return d-guard-now < 3*r
 }
 
 // tell is Hold's rule for handing deadline d to the keeper, which last got

@@ -224,3 +224,25 @@ func TestRenewalStreamEnds(t *testing.T) {
 		}
 	})
 }
+
+// A new leader's first renewal comes at once only when its deadline's
+// fence point is less than 3r ahead; else at the cadence, like every other.
+func TestFirstRenewal(t *testing.T) {
+	const r = time.Second
+	for _, c := range []struct {
+		name        string
+		d, guard    time.Duration // deadline and K + m, from now = 100s
+		renewAtOnce bool
+	}{
+		{"waiter renewed a T/3 ago, TTL 15s", 100*time.Second + 10*time.Second, 5 * time.Second, false},
+		{"just granted, TTL 30s", 100*time.Second + 30*time.Second, 7 * time.Second, false},
+		{"fence point exactly 3r ahead", 100*time.Second + 8*time.Second, 5 * time.Second, false},
+		{"fence point just under 3r ahead", 100*time.Second + 8*time.Second - 1, 5 * time.Second, true},
+		{"waiter's renewals failed for a while", 100*time.Second + 6*time.Second, 5 * time.Second, true},
+		{"fence point passed", 100*time.Second + 4*time.Second, 5 * time.Second, true},
+	} {
+		if got := renewAtOnce(c.d, c.guard, 100*time.Second, r); got != c.renewAtOnce {
+			t.Errorf("%s: renewAtOnce = %v, want %v", c.name, got, c.renewAtOnce)
+		}
+	}
+}

@@ -148,7 +148,7 @@ func (t *Term) guardSlot(key string, created int64) error {
 // followSlot watches the slot key from rev+1 until a change ends the term
 // (the error), the watch breaks or every has passed (nil: re-read).
 func (t *Term) followSlot(ctx context.Context, key string, created, rev int64, every time.Duration) error {
-	ws, stop := t.watchAll(ctx, []string{key}, rev)
+	ws, stop := t.guardWatch(ctx, []string{key}, rev)
 	defer stop()
 	reread := time.After(every)
 	for {

@@ -27,7 +27,8 @@ type Term struct {
 	dl       atomic.Int64  // boot-clock deadline, see Deadline
 	revoked  atomic.Bool
 	fronted  atomic.Bool
-	guards   sync.WaitGroup // the guard's goroutines
+	guards   sync.WaitGroup   // the guard's goroutines
+	watches  clientv3.Watcher // the guard's watch stream, see guardWatch
 	// ctx ends when the term is lost (its keys deleted or taken over, a
 	// resign request, a refusal) or revoked; its cause says which.
 	ctx  context.Context
@@ -150,8 +151,15 @@ func (t *Term) Revoke() {
 	// The guard ends with the term's context, ended above. It is waited for
 	// after the revoke is sent, so that the next candidate is not kept
 	// waiting on it.
+	// The guard's watches end with their stream, closed while the revoke
+	// is under way, before its events can reach them: a watch that is
+	// closed, or hears of a key after it closed, costs etcd a cancel
+	// request of its own.
 	guarded := make(chan struct{})
 	go func() {
+		if t.watches != nil {
+			_ = t.watches.Close()
+		}
 		t.guards.Wait()
 		close(guarded)
 	}()

@@ -172,4 +172,18 @@ var breaks = []breakage{
 		new: "\tout := k.g.tick(Now())\n\tif len(out) > 0 {\n\t\tfmt.Fprintln(os.Stderr, \"fence\")\n\t}\n\tk.stopTree(out)",
 		pkg: "./supervisor", tests: "^TestFenceNotHeldUpByBlockedStderr$",
 	},
+	{
+		name: "first renewal at once when the fence is near", file: "campaign/hold.go",
+		why: "a new leader whose deadline is close waits a whole interval before renewing, so its fence can fire while the term holds",
+		old: "\treturn d-guard-now < 3*r\n",
+		new: "\treturn false && d-guard-now < 3*r\n",
+		pkg: "./campaign", tests: "^TestFirstRenewal$",
+	},
+	{
+		name: "guard stream closed with the term", file: "campaign/term.go",
+		why: "a term's guard watches outlive it: a supervisor that campaigns again keeps a watch stream per term it held",
+		old: "\t\t\t_ = t.watches.Close()\n",
+		new: "\t\t\t_ = t.watches\n",
+		pkg: "./campaign", tests: "^TestGuardStreamEndsWithTerm$",
+	},
 }

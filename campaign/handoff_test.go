@@ -1,0 +1,187 @@
+package campaign_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+
+	"github.com/etcdlead/etcdlead/internal/etcdtest"
+)
+
+// wire records what a client sends etcd while it is on: each unary
+// request by method, and each message on a stream by the stream's method.
+type wire struct {
+	mu   sync.Mutex
+	on   bool
+	sent []string
+}
+
+func (w *wire) add(what string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.on {
+		w.sent = append(w.sent, what)
+	}
+}
+
+// record turns recording on or off and returns what was recorded since
+// the last call.
+func (w *wire) record(on bool) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.on = on
+	sent := w.sent
+	w.sent = nil
+	return sent
+}
+
+// await waits until n recorded messages contain s.
+func (w *wire) await(t *testing.T, s string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(safety)
+	for {
+		w.mu.Lock()
+		seen := 0
+		for _, m := range w.sent {
+			if strings.Contains(m, s) {
+				seen++
+			}
+		}
+		w.mu.Unlock()
+		if seen >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d messages with %q sent within %s, want %d", seen, s, safety, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+type wireStream struct {
+	grpc.ClientStream
+	w      *wire
+	method string
+}
+
+// SendMsg records the messages that went out: a stream that was closed
+// refuses them.
+func (s wireStream) SendMsg(m any) error {
+	err := s.ClientStream.SendMsg(m)
+	if err == nil {
+		s.w.add(fmt.Sprintf("%s %v", s.method, m))
+	}
+	return err
+}
+
+// wiredClient is a client of its own, as each etcdlead process has, whose
+// requests w records.
+func wiredClient(t *testing.T, c *etcdtest.Cluster, w *wire) *clientv3.Client {
+	cfg := etcdtest.ClientConfig(c.Endpoints()...)
+	cfg.DialOptions = append(cfg.DialOptions,
+		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			w.add(method)
+			return invoke(ctx, method, req, reply, cc, opts...)
+		}),
+		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			cs, err := streamer(ctx, desc, cc, method, opts...)
+			if err != nil {
+				return nil, err
+			}
+			return wireStream{cs, w, method}, nil
+		}))
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+// A graceful handoff asks etcd for what the promise needs and nothing
+// more: the old leader's revoke, then the next leader's start read and its
+// look-up of the old lease (only a gone lease proves the old child gone).
+// Neither cancels its watches one by one (the old leader's guard closes
+// its stream; the waiter's wait was the last watch on its own), and the
+// new leader's first renewal comes at its cadence, not at once: it holds a
+// deadline from its last renewal as a waiter.
+func TestHandoffRequests(t *testing.T) {
+	t.Parallel()
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	var oldWire, newWire wire
+	fa := newFixture(t, wiredClient(t, cluster, &oldWire))
+	fb := newFixture(t, wiredClient(t, cluster, &newWire))
+	// Waiters renew every T/3: none falls in the handoff at this TTL.
+	fa.ttl, fb.ttl = 30*time.Second, 30*time.Second
+	fb.n = 1 // ids apart
+	a := fa.lead()
+	hctx, stop := context.WithCancel(t.Context())
+	held := make(chan error, 1)
+	go func() { held <- a.Hold(hctx, func(time.Duration) {}) }()
+	newWire.record(true)
+	b := fb.waiting(t.Context(), 1)
+	fb.next(b, newest(t, fb.cli, fb.l))
+	// Its guard's watches (the resign key's is the last) and its wait's
+	// are in place.
+	newWire.await(t, `create_request:<key:"`+fb.l.ResignKey()+`"`, 1)
+	newWire.await(t, `create_request:<key:"`+a.Sentinel+`"`, 1)
+
+	stop()
+	<-held
+	oldWire.record(true)
+	newWire.record(true)
+	a.Revoke()
+	bt := fb.await(b)
+	// As the runner does: the child starts, and the term is held.
+	bctx, bstop := context.WithCancel(t.Context())
+	bheld := make(chan error, 1)
+	go func() { bheld <- bt.Hold(bctx, func(time.Duration) {}) }()
+	time.Sleep(quiet) // anything the handoff sets off arrives by now
+	bstop()
+	<-bheld
+	if got := oldWire.record(false); !slices.Equal(got, []string{"/etcdserverpb.Lease/LeaseRevoke"}) {
+		t.Errorf("the old leader sent %q in the handoff, want only its revoke", got)
+	}
+	got := newWire.record(false)
+	slices.Sort(got)
+	if want := []string{"/etcdserverpb.KV/Txn", "/etcdserverpb.Lease/LeaseTimeToLive"}; !slices.Equal(got, want) {
+		t.Errorf("the new leader sent %q in the handoff, want %q: the start read and the old lease's look-up", got, want)
+	}
+}
+
+// Each term's guard watches over a stream of its own: Revoke closes it,
+// so that a supervisor that campaigns term after term keeps no stream,
+// and etcd no watches, of the terms it held.
+func TestGuardStreamEndsWithTerm(t *testing.T) {
+	t.Parallel()
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	m := cluster.Member(0)
+	open := func() int {
+		return m.GRPCCount(t, "grpc_server_started_total", "Watch") - m.GRPCCount(t, "grpc_server_handled_total", "Watch")
+	}
+	f := newFixture(t, etcdtest.NewClient(t, cluster.Endpoints()...))
+	before := open()
+	until := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(safety)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("not within %s: %s", safety, what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	for range 3 {
+		a := f.lead()
+		until("the term's guard opens its watch stream", func() bool { return open() > before })
+		a.Revoke()
+	}
+	until("the terms' watch streams closed", func() bool { return open() == before })
+}
