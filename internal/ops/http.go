@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	vm "github.com/VictoriaMetrics/metrics"
 )
 
 // Instance is /status: this instance's own view, in the shape of one
@@ -75,7 +75,18 @@ func Handler(m *Monitor) http.Handler {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(m.Snapshot())
 	})
-	mux.Handle("/metrics", promhttp.HandlerFor(m.registry(), promhttp.HandlerOpts{}))
+	// TYPE lines let a scraper tell counters from gauges. The switch is the
+	// library's and global; etcdlead is its only user in the process.
+	vm.ExposeMetadata(true)
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		if m.m.writeTo(w) != nil {
+			return
+		}
+		// Read now, not kept: without --status-addr nothing reads them.
+		vm.WriteProcessMetrics(w)
+		vm.WriteFDMetrics(w)
+	})
 	return mux
 }
 

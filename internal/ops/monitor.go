@@ -2,12 +2,8 @@ package ops
 
 import (
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/etcdlead/etcdlead/internal/oneline"
 )
@@ -54,7 +50,6 @@ type Monitor struct {
 	ttl          time.Duration
 	notify       func(state string) // sd_notify, or a no-op
 	ready        sync.Once
-	runtime      sync.Once // the Go and process collectors, once served
 
 	mu       sync.Mutex
 	role     string
@@ -71,69 +66,14 @@ type Monitor struct {
 	m metrics
 }
 
-type metrics struct {
-	reg        *prometheus.Registry
-	info       *prometheus.GaugeVec
-	isLeader   prometheus.Gauge
-	changes    *prometheus.CounterVec
-	renewal    prometheus.Histogram
-	renewFails prometheus.Counter
-	fences     prometheus.Counter
-	barrier    prometheus.Counter
-	starts     prometheus.Counter
-	exits      *prometheus.CounterVec
-}
-
-func newMetrics() metrics {
-	m := metrics{
-		reg: prometheus.NewRegistry(),
-		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "etcdlead_info",
-			Help: "1, labelled with this instance's election, id and etcdlead's version."}, []string{"election", "id", "version"}),
-		isLeader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcdlead_is_leader",
-			Help: "1 while this instance leads and its command runs."}),
-		changes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdlead_leadership_changes_total",
-			Help: "Terms this instance won (reason=elected) or ended, by reason."}, []string{"reason"}),
-		renewal: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "etcdlead_renewal_duration_seconds",
-			Help: "Latency of successful lease renewals.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
-		renewFails: prometheus.NewCounter(prometheus.CounterOpts{Name: "etcdlead_renewal_failures_total",
-			Help: "Lease renewals that failed."}),
-		fences: prometheus.NewCounter(prometheus.CounterOpts{Name: "etcdlead_fence_firings_total",
-			Help: "Times the keeper stopped the command because the lease deadline came close."}),
-		barrier: prometheus.NewCounter(prometheus.CounterOpts{Name: "etcdlead_barrier_waits_total",
-			Help: "Times a predecessor's lease outlived its key and this instance waited for it."}),
-		starts: prometheus.NewCounter(prometheus.CounterOpts{Name: "etcdlead_child_starts_total",
-			Help: "Commands started."}),
-		exits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdlead_child_exits_total",
-			Help: "Commands ended, by exit code."}, []string{"code"}),
-	}
-	m.reg.MustRegister(m.info, m.isLeader, m.changes, m.renewal, m.renewFails, m.fences, m.barrier, m.starts, m.exits)
-	// A counter that first appears at its first event reads as absent, not
-	// as zero, to rate() and to alerts on it.
-	for _, r := range reasons {
-		m.changes.WithLabelValues(r)
-	}
-	return m
-}
-
 // New returns the monitor of one candidate of etcdlead version; notify
 // receives sd_notify states (Notify, or nil for none).
 func New(election, id, version string, ttl time.Duration, notify func(string)) *Monitor {
 	if notify == nil {
 		notify = func(string) {}
 	}
-	m := &Monitor{election: election, id: id, ttl: ttl, notify: notify, role: RoleStarting, slot: -1, m: newMetrics()}
-	m.m.info.WithLabelValues(election, id, version).Set(1)
-	return m
-}
-
-// registry is the registry that /metrics serves. The Go and process
-// collectors join it only here, so an instance without --status-addr
-// keeps none of their state.
-func (m *Monitor) registry() *prometheus.Registry {
-	m.runtime.Do(func() {
-		m.m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	})
-	return m.m.reg
+	return &Monitor{election: election, id: id, ttl: ttl, notify: notify, role: RoleStarting, slot: -1,
+		m: newMetrics(election, id, version)}
 }
 
 // Renewed implements campaign.Observer.
@@ -147,7 +87,7 @@ func (m *Monitor) Renewed(latency time.Duration, err error) {
 	}
 	m.failing = false
 	m.lastOK = time.Now()
-	m.m.renewal.Observe(latency.Seconds())
+	m.m.renewal.Update(latency.Seconds())
 }
 
 // BarrierWait implements campaign.Observer.
@@ -199,7 +139,7 @@ func (m *Monitor) Elected(key string, rev, lease int64) {
 	m.mu.Lock()
 	m.key, m.rev, m.lease = key, rev, lease
 	m.mu.Unlock()
-	m.m.changes.WithLabelValues(ReasonElected).Inc()
+	m.m.change(ReasonElected).Inc()
 }
 
 func (m *Monitor) ChildStarted(pid int) {
@@ -216,7 +156,7 @@ func (m *Monitor) ChildExited(code int, fenced bool) {
 	m.childPid = 0
 	m.mu.Unlock()
 	m.m.isLeader.Set(0)
-	m.m.exits.WithLabelValues(strconv.Itoa(code)).Inc()
+	m.m.exit(code).Inc()
 	if fenced {
 		m.m.fences.Inc()
 	}
@@ -226,7 +166,7 @@ func (m *Monitor) TermEnded(reason string) {
 	m.mu.Lock()
 	m.key, m.rev, m.lease, m.slot = "", 0, 0, -1
 	m.mu.Unlock()
-	m.m.changes.WithLabelValues(reason).Inc()
+	m.m.change(reason).Inc()
 }
 
 // Healthy: etcd answered within one TTL, and the last renewal did not fail.

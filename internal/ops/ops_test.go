@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
 )
 
 func get(t *testing.T, h http.Handler, path string) (int, string) {
@@ -118,13 +121,18 @@ func TestNotifyStoppingAndOneLine(t *testing.T) {
 // leadership changes too), and the Go and process collectors.
 func TestMetricsBeforeAnyEvent(t *testing.T) {
 	m := New("jobs", "c1", "v1.2.3", 10*time.Second, nil)
-	mfs, err := m.m.reg.Gather()
+	var own bytes.Buffer
+	if err := m.m.writeTo(&own); err != nil {
+		t.Fatal(err)
+	}
+	var p expfmt.TextParser
+	mfs, err := p.TextToMetricFamilies(&own)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mf := range mfs {
-		if !strings.HasPrefix(mf.GetName(), "etcdlead_") {
-			t.Errorf("%s is collected before /metrics is served", mf.GetName())
+	for name := range mfs {
+		if !strings.HasPrefix(name, "etcdlead_") {
+			t.Errorf("%s is collected before /metrics is served", name)
 		}
 	}
 	code, body := get(t, Handler(m), "/metrics")
