@@ -25,7 +25,7 @@ type keeper struct {
 	sweeps map[syscall.Signal]*sweep // one per stop signal sent, so each process gets it once
 }
 
-// loop runs until the keeper has no child left at all (wait4 says ECHILD):
+// loop runs until the keeper has no child left at all (ECHILD):
 // the child and every descendant, in whatever group or session, are gone,
 // because a subreaper inherits every orphan below it.
 func (k *keeper) loop(cmds <-chan command, reaped <-chan reapEvent, sigs <-chan os.Signal) {
@@ -42,10 +42,9 @@ func (k *keeper) loop(cmds <-chan command, reaped <-chan reapEvent, sigs <-chan 
 		case c, ok := <-cmds:
 			k.command(c, ok, &cmds)
 		case ev, ok := <-reaped:
-			if !ok {
+			if !ok || k.reaped(ev) {
 				return
 			}
-			k.reaped(ev)
 		case s := <-sigs:
 			k.log.Debug("keeper ignores signal", "signal", s)
 		case <-k.clock.wake:
@@ -70,19 +69,26 @@ func (k *keeper) command(c command, ok bool, cmds *<-chan command) {
 
 // reaped takes any process the keeper reaped: the child, or an orphan
 // re-parented to it. A descendant that ends while the child runs is simply
-// gone.
-func (k *keeper) reaped(ev reapEvent) {
+// gone. It reports whether nothing is left: the child is reaped and the
+// keeper has no child at all. A subreaper inherits every orphan below it
+// before the orphan's parent can be reaped, so no descendant can remain;
+// the loop ends then, without waiting for the reaper's own wait4 to say
+// so, which costs two hand-offs of the keeper's one P between the
+// reaper's locked thread and the loop's (keeper_linux.go, runChild).
+func (k *keeper) reaped(ev reapEvent) bool {
 	if ev.pid == k.pid {
 		sigs := k.g.exited(Now(), ev.status)
 		// A child that leaves nothing behind, the common case, costs no
 		// walk of /proc on the way to the report.
-		if hasChildren() {
-			k.stopTree(sigs)
+		if !hasChildren() {
+			return true
 		}
+		k.stopTree(sigs)
 	}
 	if k.g.killed {
 		k.resweep()
 	}
+	return k.g.childExit != nil && !hasChildren()
 }
 
 func (k *keeper) apply(c command) {

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -25,7 +26,16 @@ func (st termState) stopping() bool { return st.stopped || st.lost != nil || st.
 // lead runs the child for one term and ends the term: the child's whole
 // group is gone before the lease is revoked. nil means campaign again.
 func (r *Runner) lead(ctx context.Context, term *Term) *Outcome {
-	defer term.Revoke()
+	// revoked is closed once the revoke started by endTerm is done; the
+	// lead returns only after it, or after its own revoke.
+	var revoked chan struct{}
+	defer func() {
+		if revoked != nil {
+			<-revoked
+			return
+		}
+		term.Revoke()
+	}()
 	if r.cfg.Won != nil {
 		r.cfg.Won()
 	}
@@ -70,6 +80,24 @@ func (r *Runner) lead(ctx context.Context, term *Term) *Outcome {
 			<-held
 		}
 	}()
+	// endTerm revokes the term once the child's group is gone, before
+	// anything is logged or counted: the next candidate waits on the
+	// revoke, and with one P (main.go) every log line's write would go
+	// first. Hold returns first, so no renewal follows the revoke.
+	endTerm := func() {
+		hcancel()
+		if holding {
+			<-held
+			holding = false
+		}
+		revoked = make(chan struct{})
+		go func() {
+			defer close(revoked)
+			term.Revoke()
+		}()
+		// Else the revoke would wait until this goroutine blocks.
+		runtime.Gosched()
+	}
 	var timeout <-chan time.Time
 	if r.cfg.Timeout > 0 {
 		t := time.NewTimer(r.cfg.Timeout)
@@ -107,6 +135,10 @@ func (r *Runner) lead(ctx context.Context, term *Term) *Outcome {
 		case <-child.Done():
 			trace.Mark("runner.child-done")
 			res := child.Result()
+			// Unless --hold-at-least may keep the term on (holdRest below).
+			if res.Reason != supervisor.ReasonExited || st != (termState{}) || !holding || time.Since(elected) >= r.cfg.HoldAtLeast {
+				endTerm()
+			}
 			r.log.Info("child exited", "status", res.Code, "reason", res.Reason)
 			r.mon.ChildExited(res.Code, res.Reason == supervisor.ReasonFenced)
 			o := r.afterChild(res, st)

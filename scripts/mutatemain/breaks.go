@@ -133,8 +133,8 @@ var breaks = []breakage{
 	{
 		name: "keeper: report after ECHILD", file: "supervisor/keeperloop_linux.go",
 		why: "the keeper reports the end once its direct child is reaped, with descendants still running",
-		old: "\t\t\tk.reaped(ev)\n",
-		new: "\t\t\tk.reaped(ev)\n\t\t\tif ev.pid == k.pid {\n\t\t\t\treturn\n\t\t\t}\n",
+		old: "\t\tif !hasChildren() {\n\t\t\treturn true\n\t\t}\n\t\tk.stopTree(sigs)\n",
+		new: "\t\tk.stopTree(sigs)\n\t\treturn true\n",
 		pkg: "./supervisor", tests: "^(TestStopReachesEveryDescendant|TestStopReachesTimeoutAndItsCommand)$",
 	},
 	{
