@@ -15,7 +15,7 @@ import (
 // The guard's re-read, the backstop for a watch that stalls silently, is a
 // request of its own: at the shortest TTL it keeps its floor of 5 s
 // (docs/design.md, step 3) instead of T/3, which would have read the keys
-// at least twice in the time a leader makes eight renewals at its cadence of
+// at least once in the time a leader makes eight renewals at its cadence of
 // T/10.
 func TestGuardRereadPace(t *testing.T) {
 	t.Parallel()
