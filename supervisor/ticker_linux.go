@@ -1,7 +1,9 @@
 package supervisor
 
 import (
+	"errors"
 	"os"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -20,9 +22,12 @@ import (
 // it is due, and leaves the monitor asleep until the process runs. On the
 // boot clock, a tick that fell due during a suspend comes at the resume.
 type Ticker struct {
-	C <-chan time.Time
-	f *os.File     // the timerfd; nil with t
-	t *time.Ticker // where the kernel gives no timerfd
+	C    <-chan time.Time
+	d    time.Duration
+	f    *os.File     // the timerfd; nil with t
+	t    *time.Ticker // where the kernel gives no timerfd the poller can wait on
+	stop chan struct{}
+	once sync.Once
 }
 
 // NewTicker starts a Ticker of period d > 0; Stop ends it.
@@ -37,14 +42,23 @@ func NewTicker(d time.Duration) *Ticker {
 			_ = unix.Close(fd)
 		}
 	}
+	var f *os.File
+	if err == nil {
+		// Non-blocking, so that the read waits in the runtime's poller
+		// rather than holding a thread (and, in a process with one P, its
+		// P). A file the poller did not take has no deadlines; its reads
+		// would fail at once.
+		f = os.NewFile(uintptr(fd), "ticker")
+		if err = f.SetReadDeadline(time.Time{}); err != nil {
+			_ = f.Close()
+		}
+	}
 	if err != nil {
 		t := time.NewTicker(d)
-		return &Ticker{C: t.C, t: t}
+		return &Ticker{C: t.C, d: d, t: t}
 	}
 	c := make(chan time.Time, 1)
-	// Non-blocking, so that the read waits in the runtime's poller rather
-	// than holding a thread (and, in a process with one P, its P).
-	t := &Ticker{C: c, f: os.NewFile(uintptr(fd), "ticker")}
+	t := &Ticker{C: c, d: d, f: f, stop: make(chan struct{})}
 	go t.read(c)
 	return t
 }
@@ -53,7 +67,12 @@ func (t *Ticker) read(c chan<- time.Time) {
 	buf := make([]byte, 8) // the count of periods that passed; any is one tick
 	for {
 		if _, err := t.f.Read(buf); err != nil {
-			return // stopped
+			if !errors.Is(err, os.ErrClosed) {
+				// The cadence must not simply stop: its reader (a
+				// leader's renewals) would wait for ever.
+				t.onGoTimer(c)
+			}
+			return
 		}
 		select {
 		case c <- time.Now():
@@ -62,11 +81,32 @@ func (t *Ticker) read(c chan<- time.Time) {
 	}
 }
 
+// onGoTimer keeps the ticks coming from a Go timer until Stop.
+func (t *Ticker) onGoTimer(c chan<- time.Time) {
+	tk := time.NewTicker(t.d)
+	defer tk.Stop()
+	for {
+		select {
+		case <-t.stop:
+			return
+		case now := <-tk.C:
+			select {
+			case c <- now:
+			default:
+			}
+		}
+	}
+}
+
 // Stop ends the ticks; a tick under way as it is called may still arrive.
+// It may be called more than once.
 func (t *Ticker) Stop() {
 	if t.t != nil {
 		t.t.Stop()
 		return
 	}
-	_ = t.f.Close()
+	t.once.Do(func() {
+		close(t.stop)
+		_ = t.f.Close()
+	})
 }
