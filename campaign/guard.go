@@ -15,8 +15,8 @@ import (
 // resign request names it. A waiter that lost its keys would otherwise go
 // on renewing a lease that blocks every newer term, and a resign aimed at a
 // candidate still in its barrier would be lost. It watches the three keys,
-// and re-reads them every T/3 in case a watch stalls silently. Its
-// goroutines end with the term's context; Revoke waits for them. Its
+// and re-reads them every rereadEvery(T) in case a watch stalls silently.
+// Its goroutines end with the term's context; Revoke waits for them. Its
 // watches are on a stream of the term's own, which Revoke closes.
 func (t *Term) guard(from int64) {
 	t.watches = clientv3.NewWatcher(t.c.cfg.Client)
@@ -97,8 +97,23 @@ func (t *Term) event(ev *clientv3.Event) error {
 	return nil
 }
 
+// rereadFloor is the shortest pause between two of the guard's re-reads:
+// T/3 at the default TTL.
+const rereadFloor = 5 * time.Second
+
+// rereadEvery is the pace of the guard's re-read, T/3 but no less than
+// rereadFloor. The re-read only backs up a watch that stalls while its
+// stream lives (a broken or compacted watch is re-read at once, watchOwn),
+// so it bounds how late such a stall lets a deleted key or a resign
+// request be noticed, never what runs: a successor still waits for this
+// term's lease itself (docs/design.md, step 4). A read is a request of its
+// own, far dearer than a renewal on the open stream: tied to T alone, a
+// short TTL would pay for one every few renewals, for a double fault (a
+// silent stall, then a delete or a resign) that it makes no likelier.
+func rereadEvery(ttl time.Duration) time.Duration { return max(ttl/3, rereadFloor) }
+
 func (t *Term) rereadLoop() error {
-	every := t.TTL / 3
+	every := rereadEvery(t.TTL)
 	for {
 		select {
 		case <-t.ctx.Done():
