@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/etcdlead/etcdlead/internal/boottick"
 )
 
 // Hold keeps the leadership (docs/design.md, "One term, step by step", step
@@ -51,7 +53,9 @@ func (t *Term) renewLoop(ctx context.Context, onRenew func(time.Duration)) error
 	r := RenewInterval(t.TTL)
 	failing := false
 	var told time.Duration // the last deadline handed to onRenew; 0: none yet
-	tick := time.NewTicker(r)
+	// On the boot clock, through the runtime's poller: an idle leader
+	// wakes once per renewal (internal/boottick).
+	tick := boottick.New(r)
 	defer tick.Stop()
 	if !renewAtOnce(t.Deadline(), t.c.cfg.Guard, t.c.cfg.Now(), r) {
 		select {

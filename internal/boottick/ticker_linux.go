@@ -1,4 +1,4 @@
-package supervisor
+package boottick
 
 import (
 	"errors"
@@ -30,10 +30,10 @@ type Ticker struct {
 	once sync.Once
 }
 
-// NewTicker starts a Ticker of period d > 0; Stop ends it.
-func NewTicker(d time.Duration) *Ticker {
+// New starts a Ticker of period d > 0; Stop ends it.
+func New(d time.Duration) *Ticker {
 	if d <= 0 {
-		panic("supervisor: NewTicker with a period that is not positive")
+		panic("boottick: New with a period that is not positive")
 	}
 	fd, err := unix.TimerfdCreate(unix.CLOCK_BOOTTIME, unix.TFD_CLOEXEC|unix.TFD_NONBLOCK)
 	if err == nil {
