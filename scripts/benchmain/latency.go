@@ -174,6 +174,7 @@ type handoffResult struct {
 	gap     byTool
 	standby map[string][]bool               // the next leader's keeper was running before the handoff began
 	fsync   map[string]histogram            // WAL fsyncs inside the handoff windows
+	backend map[string]histogram            // backend (bbolt) commits inside them
 	commits map[string][]float64            // raft proposals committed per window
 	counts  map[string][]map[string]float64 // etcd's counts per window, as handoffCounts
 	queue   int
@@ -185,7 +186,7 @@ type handoffResult struct {
 // window, from the request to the next child's start, is also bracketed by
 // scrapes of etcd's metrics, for the WAL fsyncs inside it.
 func (b *bench) handoffs(ctx context.Context, n, size int) (*handoffResult, error) {
-	res := &handoffResult{gap: byTool{}, standby: map[string][]bool{}, fsync: map[string]histogram{}, commits: map[string][]float64{}, counts: map[string][]map[string]float64{}, queue: size}
+	res := &handoffResult{gap: byTool{}, standby: map[string][]bool{}, fsync: map[string]histogram{}, backend: map[string]histogram{}, commits: map[string][]float64{}, counts: map[string][]map[string]float64{}, queue: size}
 	pools := map[string]*pool{}
 	defer func() {
 		for _, p := range pools {
@@ -239,6 +240,9 @@ func (b *bench) handoffs(ctx context.Context, n, size int) (*handoffResult, erro
 			h := res.fsync[t.Key]
 			h.add(d.histogram("etcd_disk_wal_fsync_duration_seconds"))
 			res.fsync[t.Key] = h
+			bh := res.backend[t.Key]
+			bh.add(d.histogram("etcd_disk_backend_commit_duration_seconds"))
+			res.backend[t.Key] = bh
 			res.commits[t.Key] = append(res.commits[t.Key], d.sum("etcd_server_proposals_committed_total"))
 			res.counts[t.Key] = append(res.counts[t.Key], handoffCounts(d))
 			if c := p.cands[old.ID]; c != nil {

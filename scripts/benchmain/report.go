@@ -157,6 +157,14 @@ func (r *report) sectionHandoff(w func(string, ...any)) {
 	}
 	w("| both | %.0f | %s | %s |\n\n", all.count, msf(all.mean()), msf(all.quantile(0.5)))
 	w("A handoff needs at least one commit (etcdctl lock's delete; etcdlead's revoke), so *median − one fsync* is what remains for the tools themselves: processes, round trips, and any further commits.\n\n")
+	w("etcd's backend (bbolt) commits in the same windows (`etcd_disk_backend_commit_duration_seconds`): etcd commits its backend on its own every 100 ms, and at once, in its apply loop and with fsyncs of its own, after a write that deletes from a bucket, as a revoke does (the lease's record); reads that come after it wait for it (docs/design.md, *Cost*).\n\n")
+	w("| windows of | handoffs | backend commits | per handoff | mean duration |\n|---|---|---|---|---|\n")
+	for _, t := range r.tools {
+		bh := h.backend[t.Key]
+		n := len(h.gap[t.Key])
+		w("| %s | %d | %.0f | %.2f | %s |\n", t.Name, n, bh.count, bh.count/float64(max(n, 1)), msf(bh.mean()))
+	}
+	w("\n")
 
 	med := float64(a.median()) / float64(c.median())
 	r.addTarget("graceful handoff gap median, 3 candidates, ≤ 1.1× etcdctl lock's (aim < 1.0×)",
@@ -594,7 +602,7 @@ func (r *report) sectionWhy(p func(string, ...any)) {
 		}
 		if k > 0 {
 			gapWith := with.median()
-			p("With a standby keeper (median %s over %d handoffs, %s etcdctl lock's) etcdlead still does more on the path: the keeper's report to the supervisor and the supervisor's message to the next keeper, two process wake-ups that etcdctl lock does not have, and the requests above: each a round trip to etcd, and each commit a WAL fsync. ", ms(gapWith), len(with), ratio(gapWith, h.gap[ctl].median()))
+			p("With a standby keeper (median %s over %d handoffs, %s etcdctl lock's) etcdlead still does more on the path: the keeper's report to the supervisor and the supervisor's message to the next keeper, two process wake-ups that etcdctl lock does not have, and etcd's backend commit after the revoke, which the next leader's reads wait for (section %d: a revoke deletes the lease's record, and etcd commits at once after any delete from a bucket; etcdctl lock's delete writes a tombstone). ", ms(gapWith), len(with), ratio(gapWith, h.gap[ctl].median()), r.sec["handoff"])
 		}
 		p("Neither the barrier nor the keeper can go: they are what keeps two children from ever running at once.\n\n")
 	}
