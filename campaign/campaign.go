@@ -126,11 +126,13 @@ func (c *Campaigner) Campaign(ctx context.Context) (*Term, error) {
 			t.Revoke()
 		}
 	}()
+	trace.Mark("campaign.granted")
 	c.log.Info("campaigning", "key", t.Key, "lease", leaseHex(t.Lease), "ttl", t.TTL)
 	v, err := t.enqueue(ctx)
 	if err != nil {
 		return nil, err
 	}
+	trace.Mark("campaign.enqueued")
 	if o := c.cfg.Observer; o != nil {
 		o.Queued(t.Key, max(v.queued, v.terms))
 	}

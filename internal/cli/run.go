@@ -24,6 +24,7 @@ import (
 // surface, the client, the keepers and the campaign, and hands them to the
 // term loop. Everything it starts is stopped before it returns.
 func runAction(c *cli.Context, raw []string) (err error) {
+	trace.Mark("cli.run")
 	if err := supervisor.Supported(); err != nil {
 		return failf("%v", err)
 	}

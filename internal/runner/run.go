@@ -12,6 +12,7 @@ import (
 
 	"github.com/etcdlead/etcdlead/campaign"
 	"github.com/etcdlead/etcdlead/internal/ops"
+	"github.com/etcdlead/etcdlead/internal/trace"
 	"github.com/etcdlead/etcdlead/signals"
 )
 
@@ -133,8 +134,10 @@ func (r *Runner) campaign(ctx context.Context) (*Term, error) {
 		cctx, cancel = context.WithTimeout(cctx, r.cfg.DialTimeout)
 		defer cancel()
 	}
+	trace.Mark("runner.campaign")
 	if !r.cfg.NoWait {
 		r.keepers.Prepare() // warms up while etcd is dialled
+		trace.Mark("runner.keeper-ready")
 	}
 	res := make(chan campaignResult, 1)
 	go func() {

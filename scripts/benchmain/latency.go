@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"time"
 )
 
@@ -62,6 +63,67 @@ func (b *bench) firstChild(ctx context.Context, n int) (byTool, map[string][]flo
 		}
 	}
 	return res, commits, nil
+}
+
+// firstChildSteps is the traced pass of the first child: n uncontended
+// etcdlead starts with ETCDLEAD_TRACE, apart from the timed ones so that no
+// mark's cost enters them.
+func (b *bench) firstChildSteps(ctx context.Context, n int) (*stepTable, bool, error) {
+	var t *tool
+	for _, x := range b.tools {
+		if x.Key == lead {
+			t = x
+		}
+	}
+	if t == nil || n <= 0 {
+		return nil, false, nil
+	}
+	file := filepath.Join(b.dir, "trace-ttfc.log")
+	var rounds []tracedRound
+	for i := range n {
+		group := "ttfc-steps"
+		id := fmt.Sprintf("%s/%d", group, i+1)
+		t0 := mono()
+		c, err := b.spawnWith(t, fmt.Sprintf("ttfc-steps-%d", i+1), 10, id, spawnOpts{env: []string{"ETCDLEAD_TRACE=" + file}})
+		if err != nil {
+			return nil, false, err
+		}
+		k, err := b.hub.NextStart(group, 30*time.Second)
+		if err != nil {
+			return nil, false, fmt.Errorf("%s: %w", t.Name, err)
+		}
+		rounds = append(rounds, tracedRound{start: t0, end: k.Start, pids: map[string]int{"sup": c.Pid(), "keeper": k.PPID}})
+		k.Exit()
+		if err := c.Wait(15 * time.Second); err != nil {
+			return nil, false, err
+		}
+		if err := pause(ctx, 30*time.Millisecond); err != nil {
+			return nil, false, err
+		}
+	}
+	marks, err := readMarks(file)
+	if err != nil {
+		return nil, false, err
+	}
+	tab := &stepTable{Title: "etcdlead", Unit: "traced starts", rows: firstChildRows()}
+	tab.fill(rounds, marks)
+	return tab, len(marks) > 0, nil
+}
+
+func firstChildRows() []stepRow {
+	return []stepRow{
+		{Name: "the bench execs etcdlead", Who: "bench"},
+		{Name: "its run begins", Who: "supervisor", role: "sup", event: "cli.run", Unsplit: "the exec, the Go runtime's start, package initialisation, the command line's parsing by urfave/cli"},
+		{Name: "its campaign begins", Who: "supervisor", role: "sup", event: "runner.campaign", Unsplit: "the options read and checked, signals caught, the logger, the etcd client set up"},
+		{Name: "a keeper started (its fork; the keeper's own start goes on beside)", Who: "supervisor", role: "sup", event: "runner.keeper-ready"},
+		{Name: "lease granted", Who: "supervisor", role: "sup", event: "campaign.granted", Unsplit: "the dial (TCP, HTTP/2) and the LeaseGrant, a commit"},
+		{Name: "campaign transaction answered", Who: "supervisor", role: "sup", event: "campaign.enqueued", Unsplit: "a commit"},
+		{Name: "elected", Who: "supervisor", role: "sup", event: "campaign.elected"},
+		{Name: "it writes the start message to its keeper", Who: "supervisor", role: "sup", event: "supervisor.start-msg"},
+		{Name: "the keeper reads it", Who: "keeper", role: "keeper", event: "keeper.start-msg"},
+		{Name: "fork and exec of the child done", Who: "keeper", role: "keeper", event: "keeper.forked"},
+		{Name: "the child's first instruction", Who: "child", Unsplit: "the child's own runtime start"},
+	}
 }
 
 func pause(ctx context.Context, d time.Duration) error {

@@ -233,6 +233,10 @@ func (b *bench) run() error {
 		if r.ttfc, r.ttfcCommits, err = b.firstChild(ctx, b.cfg.ttfcRuns); err != nil {
 			return fmt.Errorf("time to first child: %w", err)
 		}
+		b.say("time to first child, step by step: %d traced etcdlead starts", b.cfg.ttfcRuns)
+		if r.ttfcSteps, r.ttfcMarks, err = b.firstChildSteps(ctx, b.cfg.ttfcRuns); err != nil {
+			return fmt.Errorf("time to first child, step by step: %w", err)
+		}
 	}
 	if b.cfg.want("ttfc") || b.cfg.want("handoff") {
 		if r.startup, err = b.startups(ctx, b.cfg.ttfcRuns); err != nil {

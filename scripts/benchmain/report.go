@@ -19,17 +19,21 @@ type report struct {
 	ttfc    byTool
 	// ttfcCommits: raft commits from the exec to the child's start.
 	ttfcCommits map[string][]float64
-	startup     map[string]sample
-	handoff     *handoffResult
-	handoff2    *handoffResult // two candidates: the waiter is always next in line
-	failover    *failoverResult
-	cost        []*costRun
-	idle        *footprintResult
-	steps       *stepsResult
-	deleted     *deletedResult
-	fleet       []*fleetRun
-	targets     []targetLine
-	sec         map[string]int // section numbers by figure, as written
+	// ttfcSteps: etcdlead's start, step by step (a traced pass); ttfcMarks
+	// says whether the binary wrote any marks.
+	ttfcSteps *stepTable
+	ttfcMarks bool
+	startup   map[string]sample
+	handoff   *handoffResult
+	handoff2  *handoffResult // two candidates: the waiter is always next in line
+	failover  *failoverResult
+	cost      []*costRun
+	idle      *footprintResult
+	steps     *stepsResult
+	deleted   *deletedResult
+	fleet     []*fleetRun
+	targets   []targetLine
+	sec       map[string]int // section numbers by figure, as written
 }
 
 // section numbers the next section and remembers it under name, for the
@@ -239,6 +243,14 @@ func (r *report) sectionFirstChild(w func(string, ...any)) {
 			w("| `%s` | %s | %s |\n", x.cmd, ms(st[x.key].median()), ms(st[x.key].min()))
 		}
 		w("\n")
+	}
+	if tab := r.ttfcSteps; tab != nil {
+		w("etcdlead's start step by step, in a separate traced pass (as in the handoff's step table: `ETCDLEAD_TRACE` marks on CLOCK_MONOTONIC, the clock of the bench's exec stamp and of the child), so that no mark's cost enters the starts above. etcdctl lock's start cannot be split from outside without changing it.\n\n")
+		if r.ttfcMarks {
+			stepTableMD(w, tab)
+		} else {
+			w("No marks were written: this etcdlead binary has no trace hooks for its start.\n\n")
+		}
 	}
 	r.addTarget("time to first child, uncontended, ≤ 1.1× etcdctl lock's (aim < 1.0×)", fmt.Sprintf("%s vs %s: %s", ms(a.median()), ms(c.median()), ratio(a.median(), c.median())),
 		float64(a.median()) <= 1.1*float64(c.median()), fmt.Sprintf("by %s (%s against 1.1×): see *Why* below", ms(a.median()-time.Duration(1.1*float64(c.median()))), ratio(a.median(), c.median())))

@@ -11,7 +11,11 @@ import (
 // stepTableMD writes one path's rows: each step's median and p90, counted
 // from the row named in it, and the median time since the first row.
 func stepTableMD(w func(string, ...any), tab *stepTable) {
-	w("**%s**, %d handoffs:\n\n", tab.Title, len(tab.times))
+	unit := tab.Unit
+	if unit == "" {
+		unit = "handoffs"
+	}
+	w("**%s**, %d %s:\n\n", tab.Title, len(tab.times), unit)
 	w("| # | step | stamped in | step: median | step: p90 | since row 0: median | seen in |\n|---|---|---|---|---|---|---|\n")
 	for i, row := range tab.rows {
 		step, at := tab.stat(i)

@@ -44,6 +44,7 @@ type stepRow struct {
 // bench's clock (0: not seen).
 type stepTable struct {
 	Title string
+	Unit  string // what a column of times is; "" means handoffs
 	rows  []stepRow
 	times [][]int64
 	gaps  sample // the traced pass's own gaps, first row to last
