@@ -1,4 +1,5 @@
-// Package boottick is a repeating timer on the boot clock for a cadence an
-// idle process keeps up for long, such as a leader's renewals: it wakes the
-// process once per tick, where a Go timer wakes it more (ticker_linux.go).
+// Package boottick holds timers on the boot clock read through the
+// runtime's poller (timer_linux.go): the keeper's fence timer, and the
+// ticker of a leader's renewals, which wakes an idle process once per tick
+// where a Go timer wakes it more (ticker_linux.go).
 package boottick

@@ -1,12 +1,8 @@
 package boottick
 
 import (
-	"errors"
-	"os"
 	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Ticker ticks every period of CLOCK_BOOTTIME, for a cadence that an idle
@@ -24,7 +20,7 @@ import (
 type Ticker struct {
 	C    <-chan time.Time
 	d    time.Duration
-	f    *os.File     // the timerfd; nil with t
+	tm   *Timer       // nil with t
 	t    *time.Ticker // where the kernel gives no timerfd the poller can wait on
 	stop chan struct{}
 	once sync.Once
@@ -35,53 +31,33 @@ func New(d time.Duration) *Ticker {
 	if d <= 0 {
 		panic("boottick: New with a period that is not positive")
 	}
-	fd, err := unix.TimerfdCreate(unix.CLOCK_BOOTTIME, unix.TFD_CLOEXEC|unix.TFD_NONBLOCK)
+	c := make(chan time.Time, 1)
+	t := &Ticker{C: c, d: d, stop: make(chan struct{})}
+	tm, err := NewTimer(func() { send(c, time.Now()) }, func() { t.onGoTimer(c) })
 	if err == nil {
-		every := unix.NsecToTimespec(int64(d))
-		if err = unix.TimerfdSettime(fd, 0, &unix.ItimerSpec{Value: every, Interval: every}, nil); err != nil {
-			_ = unix.Close(fd)
-		}
-	}
-	var f *os.File
-	if err == nil {
-		// Non-blocking, so that the read waits in the runtime's poller
-		// rather than holding a thread (and, in a process with one P, its
-		// P). A file the poller did not take has no deadlines; its reads
-		// would fail at once.
-		f = os.NewFile(uintptr(fd), "ticker")
-		if err = f.SetReadDeadline(time.Time{}); err != nil {
-			_ = f.Close()
+		if err = tm.Every(d); err != nil {
+			tm.Close()
 		}
 	}
 	if err != nil {
-		t := time.NewTicker(d)
-		return &Ticker{C: t.C, d: d, t: t}
+		gt := time.NewTicker(d)
+		return &Ticker{C: gt.C, d: d, t: gt}
 	}
-	c := make(chan time.Time, 1)
-	t := &Ticker{C: c, d: d, f: f, stop: make(chan struct{})}
-	go t.read(c)
+	t.tm = tm
 	return t
 }
 
-func (t *Ticker) read(c chan<- time.Time) {
-	buf := make([]byte, 8) // the count of periods that passed; any is one tick
-	for {
-		if _, err := t.f.Read(buf); err != nil {
-			if !errors.Is(err, os.ErrClosed) {
-				// The cadence must not simply stop: its reader (a
-				// leader's renewals) would wait for ever.
-				t.onGoTimer(c)
-			}
-			return
-		}
-		select {
-		case c <- time.Now():
-		default:
-		}
+// send drops a tick that finds c full, as a time.Ticker does.
+func send(c chan<- time.Time, now time.Time) {
+	select {
+	case c <- now:
+	default:
 	}
 }
 
-// onGoTimer keeps the ticks coming from a Go timer until Stop.
+// onGoTimer keeps the ticks coming from a Go timer until Stop, once the
+// timer could not be read: the cadence must not simply stop, or its
+// reader (a leader's renewals) would wait for ever.
 func (t *Ticker) onGoTimer(c chan<- time.Time) {
 	tk := time.NewTicker(t.d)
 	defer tk.Stop()
@@ -90,10 +66,7 @@ func (t *Ticker) onGoTimer(c chan<- time.Time) {
 		case <-t.stop:
 			return
 		case now := <-tk.C:
-			select {
-			case c <- now:
-			default:
-			}
+			send(c, now)
 		}
 	}
 }
@@ -107,6 +80,6 @@ func (t *Ticker) Stop() {
 	}
 	t.once.Do(func() {
 		close(t.stop)
-		_ = t.f.Close()
+		t.tm.Close()
 	})
 }

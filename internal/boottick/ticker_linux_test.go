@@ -25,10 +25,10 @@ func awaitTicks(t *testing.T, c <-chan time.Time, n int) {
 // closes it.
 func TestTickerIsABootClockTimerfd(t *testing.T) {
 	tk := New(5 * time.Millisecond)
-	if tk.f == nil {
+	if tk.tm == nil {
 		t.Fatal("the ticker fell back to a Go timer: no timerfd")
 	}
-	rc, err := tk.f.SyscallConn() // unlike Fd, leaves the file non-blocking
+	rc, err := tk.tm.f.SyscallConn() // unlike Fd, leaves the file non-blocking
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestTickerIsABootClockTimerfd(t *testing.T) {
 	awaitTicks(t, tk.C, 3)
 	tk.Stop()
 	tk.Stop()
-	if _, err := tk.f.Read(make([]byte, 8)); err == nil {
+	if _, err := tk.tm.f.Read(make([]byte, 8)); err == nil {
 		t.Fatal("the timerfd is still open after Stop")
 	}
 }
@@ -64,10 +64,11 @@ func TestTickerGoesOnAfterAFailedRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := make(chan time.Time, 1)
-	tk := &Ticker{C: c, d: 5 * time.Millisecond, f: f, stop: make(chan struct{})}
+	tm := &Timer{fd: -1, f: f}
+	tk := &Ticker{C: c, d: 5 * time.Millisecond, tm: tm, stop: make(chan struct{})}
 	done := make(chan struct{})
 	go func() {
-		tk.read(c)
+		tm.read(func() { send(c, time.Now()) }, func() { tk.onGoTimer(c) })
 		close(done)
 	}()
 	awaitTicks(t, tk.C, 3)
