@@ -1,12 +1,7 @@
 package campaign_test
 
 import (
-	"context"
-	"sync/atomic"
 	"testing"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc"
 
 	"github.com/etcdlead/etcdlead/campaign"
 	"github.com/etcdlead/etcdlead/internal/etcdtest"
@@ -20,29 +15,22 @@ import (
 func TestGuardRereadPace(t *testing.T) {
 	t.Parallel()
 	cluster := etcdtest.Start(t, etcdtest.Options{})
-	var reads atomic.Int64
-	cfg := etcdtest.ClientConfig(cluster.Endpoints()...)
-	cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(
-		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			if method == "/etcdserverpb.KV/Txn" {
-				reads.Add(1)
-			}
-			return invoker(ctx, method, req, reply, cc, opts...)
-		}))
-	cli, err := clientv3.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cli.Close() })
-	f := newFixture(t, cli)
+	var sent wire
+	f := newFixture(t, wiredClient(t, cluster, &sent))
 	f.ttl = campaign.MinTTL
 	var n tally
 	f.renewed = n.hear
 	a := f.lead()
-	before := reads.Load()
+	sent.record(true)
 	held := hold(a)
 	atLeast(t, &n.ok, 8, held, "renewals")
-	if r := reads.Load() - before; r != 0 {
+	r := 0
+	for _, m := range sent.record(false) {
+		if m == "/etcdserverpb.KV/Txn" {
+			r++
+		}
+	}
+	if r != 0 {
 		t.Errorf("the guard read its keys %d times during %d renewals at TTL %s, want none", r, n.ok.Load(), f.ttl)
 	}
 }
