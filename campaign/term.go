@@ -148,12 +148,11 @@ func (t *Term) Revoke() {
 	t.lose(errRevoked)
 	ctx, cancel := context.WithTimeout(context.Background(), t.c.cfg.RequestTimeout)
 	defer cancel()
-	// The guard ends with the term's context, ended above. It is waited for
-	// after the revoke is sent, so that the next candidate is not kept
-	// waiting on it.
-	// The guard's watches end with their stream, closed while the revoke
-	// is under way, before its events can reach them: a watch that is
-	// closed, or hears of a key after it closed, costs etcd a cancel
+	// The guard ends with the term's context, ended above, and is waited
+	// for after the revoke is sent, so that the next candidate is not kept
+	// waiting on it. Its watches end with their stream, closed while the
+	// revoke is under way, before its events can reach them: a watch that
+	// is closed, or hears of a key after it closed, costs etcd a cancel
 	// request of its own.
 	guarded := make(chan struct{})
 	go func() {

@@ -135,14 +135,17 @@ func (r *Runner) lead(ctx context.Context, term *Term) *Outcome {
 		case <-child.Done():
 			trace.Mark("runner.child-done")
 			res := child.Result()
-			// Unless --hold-at-least may keep the term on (holdRest below).
-			if res.Reason != supervisor.ReasonExited || st != (termState{}) || !holding || time.Since(elected) >= r.cfg.HoldAtLeast {
+			// Only a child that simply ended, in a term still held, may
+			// leave its term held on by --hold-at-least (holdRest below);
+			// every other term ends now.
+			mayHold := res.Reason == supervisor.ReasonExited && st == (termState{}) && holding
+			if !mayHold || time.Since(elected) >= r.cfg.HoldAtLeast {
 				endTerm()
 			}
 			r.log.Info("child exited", "status", res.Code, "reason", res.Reason)
 			r.mon.ChildExited(res.Code, res.Reason == supervisor.ReasonFenced)
 			o := r.afterChild(res, st)
-			if o != nil && res.Reason == supervisor.ReasonExited && st == (termState{}) && holding {
+			if o != nil && mayHold && holding {
 				if r.holdRest(held, elected) {
 					holding = false
 				}
