@@ -18,6 +18,15 @@ import (
 	"github.com/etcdlead/etcdlead/internal/etcdtest"
 )
 
+// stopWatch ends a status --watch with SIGTERM, which it answers with 0.
+func stopWatch(t *testing.T, w *candidate) {
+	t.Helper()
+	w.stop(t)
+	if code := w.exit(t); code != 0 {
+		t.Fatalf("status --watch exit %d after SIGTERM, want 0", code)
+	}
+}
+
 // watchStatus starts `etcdlead status --watch` on election with this env's
 // endpoints and prefix; out holds its stdout, log its stderr.
 func (e *env) watchStatus(election string, extraEnv []string, flags ...string) *candidate {
@@ -137,10 +146,7 @@ func TestStatusWatchJSON(t *testing.T) {
 	})
 	c2.out.waitFor(t, "c2", "ready", 0)
 
-	w.stop(t)
-	if code := w.exit(t); code != 0 {
-		t.Fatalf("status --watch exit %d after SIGTERM, want 0", code)
-	}
+	stopWatch(t, w)
 	// Every line is a change: none repeats the one before it.
 	all, _, _ := w.out.snapshot()
 	var prev electionJSON
@@ -275,10 +281,7 @@ func TestStatusWatchRefusals(t *testing.T) {
 	e.prefix = "etcdlead/"
 	w := e.watchStatus("reports", []string{"ETCDLEAD_PASSWORD=" + alicePassword}, "--user=alice")
 	w.out.waitFor(t, "watch", "state=no-leader waiting=0", 0)
-	w.stop(t)
-	if code := w.exit(t); code != 0 {
-		t.Fatalf("status --watch exit %d after SIGTERM, want 0", code)
-	}
+	stopWatch(t, w)
 }
 
 // A member cut off from its quorum keeps its connections open but has no
@@ -304,10 +307,7 @@ func TestStatusWatchNoQuorum(t *testing.T) {
 	}
 	joinElection(t, etcdtest.NewClient(t, ms[0].ClientAddr()), l, "w1")
 	w.out.waitFor(t, "watch", "state=leading leader=w1 ", 2)
-	w.stop(t)
-	if code := w.exit(t); code != 0 {
-		t.Fatalf("status --watch exit %d after SIGTERM, want 0", code)
-	}
+	stopWatch(t, w)
 }
 
 // A reader that stops reading (`| head -1`) ends the stream at the next
@@ -471,8 +471,5 @@ func TestStatusWatchStartsWithoutEtcd(t *testing.T) {
 	if n := w.log.count("etcd unreachable"); n != 1 {
 		t.Errorf("%d lines say etcd is unreachable, want 1:\n%s", n, w.log)
 	}
-	w.stop(t)
-	if code := w.exit(t); code != 0 {
-		t.Fatalf("status --watch exit %d after SIGTERM, want 0", code)
-	}
+	stopWatch(t, w)
 }
