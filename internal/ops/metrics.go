@@ -79,8 +79,9 @@ func (m metrics) writeTo(w io.Writer) error {
 	out.Grow(in.Len() + 1024)
 	for line := range strings.Lines(in.String()) {
 		if name, ok := strings.CutPrefix(line, "# HELP "); ok {
-			if text, ok := help[strings.TrimSuffix(name, "\n")]; ok {
-				line = "# HELP " + strings.TrimSuffix(name, "\n") + " " + text + "\n"
+			name = strings.TrimSuffix(name, "\n")
+			if text, ok := help[name]; ok {
+				line = "# HELP " + name + " " + text + "\n"
 			}
 		}
 		out.WriteString(line)

@@ -36,14 +36,9 @@ func (b *bench) firstChild(ctx context.Context, n int) (byTool, map[string][]flo
 			if err != nil {
 				return nil, nil, err
 			}
-			t0 := mono()
-			c, err := b.spawn(t, fmt.Sprintf("ttfc-%s-%d", t.Key, i+1), 10, id)
+			t0, c, k, err := b.startOne(t, fmt.Sprintf("ttfc-%s-%d", t.Key, i+1), group, id, spawnOpts{})
 			if err != nil {
 				return nil, nil, err
-			}
-			k, err := b.hub.NextStart(group, 30*time.Second)
-			if err != nil {
-				return nil, nil, fmt.Errorf("%s: %w", t.Name, err)
 			}
 			after, err := scrape(ctx, b.metricsURL)
 			if err != nil {
@@ -53,16 +48,36 @@ func (b *bench) firstChild(ctx context.Context, n int) (byTool, map[string][]flo
 				res[t.Key] = append(res[t.Key], time.Duration(k.Start-t0))
 				commits[t.Key] = append(commits[t.Key], delta{before, after}.sum("etcd_server_proposals_committed_total"))
 			}
-			k.Exit()
-			if err := c.Wait(15 * time.Second); err != nil {
-				return nil, nil, err
-			}
-			if err := pause(ctx, 30*time.Millisecond); err != nil {
+			if err := b.stopStart(ctx, c, k); err != nil {
 				return nil, nil, err
 			}
 		}
 	}
 	return res, commits, nil
+}
+
+// startOne execs one uncontended candidate of t and waits for its child's
+// first instruction; t0 is the bench's clock just before the exec.
+func (b *bench) startOne(t *tool, election, group, id string, o spawnOpts) (int64, *cand, *kid, error) {
+	t0 := mono()
+	c, err := b.spawnWith(t, election, 10, id, o)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	k, err := b.hub.NextStart(group, 30*time.Second)
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("%s: %w", t.Name, err)
+	}
+	return t0, c, k, nil
+}
+
+// stopStart ends a start's child and candidate, and lets the machine settle.
+func (b *bench) stopStart(ctx context.Context, c *cand, k *kid) error {
+	k.Exit()
+	if err := c.Wait(15 * time.Second); err != nil {
+		return err
+	}
+	return pause(ctx, 30*time.Millisecond)
 }
 
 // firstChildSteps is the traced pass of the first child: n uncontended
@@ -83,21 +98,12 @@ func (b *bench) firstChildSteps(ctx context.Context, n int) (*stepTable, bool, e
 	for i := range n {
 		group := "ttfc-steps"
 		id := fmt.Sprintf("%s/%d", group, i+1)
-		t0 := mono()
-		c, err := b.spawnWith(t, fmt.Sprintf("ttfc-steps-%d", i+1), 10, id, spawnOpts{env: []string{"ETCDLEAD_TRACE=" + file}})
+		t0, c, k, err := b.startOne(t, fmt.Sprintf("ttfc-steps-%d", i+1), group, id, spawnOpts{env: []string{"ETCDLEAD_TRACE=" + file}})
 		if err != nil {
 			return nil, false, err
-		}
-		k, err := b.hub.NextStart(group, 30*time.Second)
-		if err != nil {
-			return nil, false, fmt.Errorf("%s: %w", t.Name, err)
 		}
 		rounds = append(rounds, tracedRound{start: t0, end: k.Start, pids: map[string]int{"sup": c.Pid(), "keeper": k.PPID}})
-		k.Exit()
-		if err := c.Wait(15 * time.Second); err != nil {
-			return nil, false, err
-		}
-		if err := pause(ctx, 30*time.Millisecond); err != nil {
+		if err := b.stopStart(ctx, c, k); err != nil {
 			return nil, false, err
 		}
 	}
