@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -119,17 +120,23 @@ func unknownCommand(app *cli.App, name string) error {
 	return failf("unknown command %q: use one of %s; see etcdlead --help", name, strings.Join(commandNames(app), ", "))
 }
 
-// badValue is how package flag words a value its Set refused.
-var badValue = regexp.MustCompile(`^invalid value "(.*)" for flag -([\w-]+): (.*)$`)
+// badValue is how package flag words a value its Set refused. It and
+// undefinedFlag are compiled on first use: only a bad command line needs
+// them, and every start would pay for them at initialisation.
+var badValue = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^invalid value "(.*)" for flag -([\w-]+): (.*)$`)
+})
 
 // undefinedFlag is how package flag words an option it does not know.
-var undefinedFlag = regexp.MustCompile(`^flag provided but not defined: -+(.+)$`)
+var undefinedFlag = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^flag provided but not defined: -+(.+)$`)
+})
 
 func usageError(c *cli.Context, err error, _ bool) error {
-	if m := badValue.FindStringSubmatch(err.Error()); m != nil {
+	if m := badValue().FindStringSubmatch(err.Error()); m != nil {
 		return failf("--%s %q %s", m[2], m[1], m[3])
 	}
-	if m := undefinedFlag.FindStringSubmatch(err.Error()); m != nil {
+	if m := undefinedFlag().FindStringSubmatch(err.Error()); m != nil {
 		flags := c.App.Flags
 		if c.Command != nil && c.Command.Name != c.App.Name && len(c.Command.Flags) > 0 {
 			flags = c.Command.Flags

@@ -4,6 +4,7 @@ import (
 	"context"
 	"regexp"
 	"strings"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -43,11 +44,17 @@ func nameCause(ctx context.Context, method string, req, reply any, cc *grpc.Clie
 	return err
 }
 
+// The expressions are compiled on first use, not at every start: they are
+// needed only when etcd cannot be reached.
 var (
-	refusedAt  = regexp.MustCompile(`dial tcp ([^ ]+): connect: connection refused`)
-	timedOutAt = regexp.MustCompile(`dial tcp ([^ ]+): (?:connect: )?i/o timeout`)
-	lookup     = regexp.MustCompile(`lookup ([^ ]+)(?: on [^ ]+)?: (.+)$`)
+	refusedAt  = lazyRegexp(`dial tcp ([^ ]+): connect: connection refused`)
+	timedOutAt = lazyRegexp(`dial tcp ([^ ]+): (?:connect: )?i/o timeout`)
+	lookup     = lazyRegexp(`lookup ([^ ]+)(?: on [^ ]+)?: (.+)$`)
 )
+
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
 
 // connCause words the connection error in a gRPC status message, or
 // returns "" when there is none.
@@ -59,13 +66,13 @@ func connCause(msg string) string {
 	last = strings.TrimPrefix(last, "connection error: desc = ")
 	last = strings.Trim(last, `"`)
 	last = strings.TrimPrefix(last, "transport: Error while dialing: ")
-	if m := refusedAt.FindStringSubmatch(last); m != nil {
+	if m := refusedAt().FindStringSubmatch(last); m != nil {
 		return "connection refused at " + m[1] + ": is etcd running, and listening on that port?"
 	}
-	if m := timedOutAt.FindStringSubmatch(last); m != nil {
+	if m := timedOutAt().FindStringSubmatch(last); m != nil {
 		return "no answer from " + m[1] + " (connect timed out): is a firewall dropping it?"
 	}
-	if m := lookup.FindStringSubmatch(last); m != nil {
+	if m := lookup().FindStringSubmatch(last); m != nil {
 		return "name " + m[1] + " not resolved (" + m[2] + ")"
 	}
 	if strings.Contains(last, "looked like an HTTP/1.1 header") {
