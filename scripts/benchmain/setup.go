@@ -43,7 +43,8 @@ func build(ctx context.Context, root, dir, etcdleadBin string) (binaries, error)
 		b.etcdlead = etcdleadBin
 	}
 	for _, j := range jobs {
-		cmd := exec.CommandContext(ctx, "go", "build", "-race=false", "-o", j[0], j[1])
+		// Built as the archives and packages are (README.md, "Install").
+		cmd := exec.CommandContext(ctx, "go", "build", "-race=false", "-tags", "urfave_cli_no_docs", "-o", j[0], j[1])
 		cmd.Dir = root
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out

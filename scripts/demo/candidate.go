@@ -37,10 +37,11 @@ func moduleRoot(ctx context.Context) (string, error) {
 
 // buildEtcdlead builds the root package and the keeper into dir, so the
 // binaries under test are the ones users install (etcdlead finds its keeper
-// beside it), without the etcd server that this demo embeds.
+// beside it; the tag as in README.md, "Install"), without the etcd server
+// that this demo embeds.
 func buildEtcdlead(ctx context.Context, con *console, root, dir string) (string, error) {
 	bin := filepath.Join(dir, "etcdlead")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+string(filepath.Separator), ".", "./cmd/etcdlead-keeper")
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "urfave_cli_no_docs", "-o", dir+string(filepath.Separator), ".", "./cmd/etcdlead-keeper")
 	cmd.Dir = root
 	// An interrupt lets go build stop its compilers; a kill would orphan them.
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }

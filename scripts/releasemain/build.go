@@ -46,7 +46,7 @@ func (r *release) binaries(stage, arch string) (*bins, error) {
 }
 
 // goBuild builds a static binary: no cgo, no paths of this machine, no
-// debug tables. The commit comes from the stamp alone (-buildvcs=false):
+// debug tables, no documentation writers. The commit comes from the stamp alone (-buildvcs=false):
 // the go command records VCS data in a clone but not in a git worktree, so
 // one commit would otherwise give two different binaries.
 func (r *release) goBuild(arch, out, pkg string, x []string) error {
@@ -57,7 +57,8 @@ func (r *release) goBuild(arch, out, pkg string, x []string) error {
 		}
 		ldflags = append(ldflags, a)
 	}
-	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false",
+	// The tag as in README.md, "Install".
+	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-tags", "urfave_cli_no_docs",
 		"-ldflags", strings.Join(ldflags, " "), "-o", out, pkg)
 	cmd.Dir = r.root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
