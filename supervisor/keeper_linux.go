@@ -146,6 +146,7 @@ func RunKeeper(args []string) int {
 
 	cmds := readCommands(ctrl)
 	go warmStart()
+	trace.Mark("keeper.ready")
 	if !awaitStart(cmds, &kc) {
 		return 0 // the supervisor gave up this term: no child
 	}

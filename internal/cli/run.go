@@ -21,8 +21,8 @@ import (
 )
 
 // runAction wires a run together: signals first, then the operator
-// surface, the client, the keepers and the campaign, and hands them to the
-// term loop. Everything it starts is stopped before it returns.
+// surface, the first keeper, the client and the campaign, and hands them to
+// the term loop. Everything it starts is stopped before it returns.
 func runAction(c *cli.Context, raw []string) (err error) {
 	trace.Mark("cli.run")
 	if err := supervisor.Supported(); err != nil {
@@ -50,17 +50,25 @@ func runAction(c *cli.Context, raw []string) (err error) {
 		log.Info("serving status", "addr", addr)
 	}
 	defer ops.Watchdog(mon.Healthy)()
-	client, err := etcdconn.New(rc.conn)
-	if err != nil {
-		return failf("%v", err)
-	}
-	defer client.Close()
 	keepers := runner.NewStandby(supervisor.Spec{
 		Path: rc.path, Argv: rc.argv, Env: childBaseEnv(os.Environ()),
 		KillSignal: rc.killSignal, KillTimeout: rc.timing.KillTimeout, FenceMargin: rc.timing.FenceMargin,
 		LogLevel: rc.logLevel, LogJSON: rc.logJSON,
 	}, log.Named("supervisor"))
 	defer keepers.Drop()
+	if !rc.noWait {
+		// The first campaign's keeper, started before the etcd client is
+		// set up: a keeper's own start (an exec, a runtime's start, its
+		// signals caught) takes about as long as the dial and the two
+		// commits of a campaign, and the first child waits for whichever
+		// ends last. The campaign then finds it waiting (Runner.campaign).
+		keepers.Prepare()
+	}
+	client, err := etcdconn.New(rc.conn)
+	if err != nil {
+		return failf("%v", err)
+	}
+	defer client.Close()
 	camp, err := campaign.New(campaign.Config{
 		Client:         client,
 		Layout:         rc.layout,

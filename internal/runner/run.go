@@ -136,8 +136,9 @@ func (r *Runner) campaign(ctx context.Context) (*Term, error) {
 	}
 	trace.Mark("runner.campaign")
 	if !r.cfg.NoWait {
-		r.keepers.Prepare() // warms up while etcd is dialled
-		trace.Mark("runner.keeper-ready")
+		// Warms up while etcd is asked; the first campaign's keeper waits
+		// already (runAction starts it before the etcd client).
+		r.keepers.Prepare()
 	}
 	res := make(chan campaignResult, 1)
 	go func() {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/etcdlead/etcdlead/internal/trace"
 	"github.com/etcdlead/etcdlead/supervisor"
 )
 
@@ -14,7 +15,7 @@ import (
 // keeper (process start and package initialisation on the handoff path).
 // A keeper carries nothing of a term until it is started, so one serves any
 // term. A campaign starts one at once, so that it warms up while etcd is
-// dialled. A candidate keeps it when at most two terms are ahead of it, and
+// asked (the first one before the etcd client is set up: runAction). A candidate keeps it when at most two terms are ahead of it, and
 // otherwise drops it until a read shows it next in line: its wait watches
 // only the term just ahead, so a candidate two places back learns nothing
 // when the leader leaves, and would find itself next with no keeper ready;
@@ -45,6 +46,7 @@ func (s *Standby) Prepare() {
 		s.log.Debug("no standby keeper; starting one when elected", "error", err)
 		return
 	}
+	trace.Mark("runner.keeper-started")
 	s.pending = p
 }
 

@@ -627,6 +627,7 @@ func (r *report) sectionWhy(p func(string, ...any)) {
 		}
 		p(" → the child's start through a keeper, an exec of the small etcdlead-keeper binary (on a machine with %d cores) → fork and exec of the command. ", r.mach.Cores)
 		p("Measured in this run: %g raft commits before the child runs against %g for etcdctl lock (median per start, at a WAL fsync mean of %s). ", cl, cc, r.fsyncMean())
+		p("Section %d splits etcdlead's start step by step: what it adds are its signals caught and the keeper's fork before its first request, and after its election the start message to the keeper, which waits for the keeper's own start when that ends later. ", r.sec["ttfc"])
 		p("\n\n")
 	}
 	if keeper && r.idle != nil {
