@@ -15,8 +15,9 @@ import (
 // keeper (process start and package initialisation on the handoff path).
 // A keeper carries nothing of a term until it is started, so one serves any
 // term. A campaign starts one at once, so that it warms up while etcd is
-// asked (the first one before the etcd client is set up: runAction). A candidate keeps it when at most two terms are ahead of it, and
-// otherwise drops it until a read shows it next in line: its wait watches
+// asked (the first one before the etcd client is set up: runAction). A
+// candidate keeps it when at most two terms are ahead of it, and otherwise
+// drops it until a read shows it next in line: its wait watches
 // only the term just ahead, so a candidate two places back learns nothing
 // when the leader leaves, and would find itself next with no keeper ready;
 // further back, a long queue does not pay for idle keepers.

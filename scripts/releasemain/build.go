@@ -46,9 +46,10 @@ func (r *release) binaries(stage, arch string) (*bins, error) {
 }
 
 // goBuild builds a static binary: no cgo, no paths of this machine, no
-// debug tables, no documentation writers. The commit comes from the stamp alone (-buildvcs=false):
-// the go command records VCS data in a clone but not in a git worktree, so
-// one commit would otherwise give two different binaries.
+// debug tables, no documentation writers. The commit comes from the stamp
+// alone (-buildvcs=false): the go command records VCS data in a clone but
+// not in a git worktree, so one commit would otherwise give two different
+// binaries.
 func (r *release) goBuild(arch, out, pkg string, x []string) error {
 	ldflags := []string{"-s", "-w", "-buildid="}
 	for _, a := range x {
