@@ -319,9 +319,8 @@ func (c *Child) wait(k *keeperProc, status *bufio.Scanner) {
 				c.publish(Result{Code: code, Reason: Reason(f[2]), Signaled: len(f) == 4})
 				published = true
 				// Let the term loop that publish woke take the revoke
-				// out first: the wait below blocks in the kernel, and
-				// while it holds etcdlead's one P (main.go) nothing else
-				// runs until the runtime takes the P back.
+				// out first: with etcdlead's one P (main.go), the wait
+				// below would otherwise go before it.
 				runtime.Gosched()
 			}
 		}

@@ -22,8 +22,13 @@ func (k *keeperProc) start() error {
 	return nil
 }
 
-// wait waits for the keeper process and unregisters it.
+// wait waits for the keeper process and unregisters it. It waits in the
+// runtime's poller first (awaitExit), so that Wait finds the keeper ended
+// and does not block in the kernel: that would hold etcdlead's one P
+// (main.go), and the revoke that follows a keeper's report would wait for
+// the runtime to take the P back.
 func (k *keeperProc) wait() error {
+	awaitExit(k.cmd.Process.Pid)
 	err := k.cmd.Wait()
 	keepers.Lock()
 	defer keepers.Unlock()

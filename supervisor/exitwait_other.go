@@ -1,0 +1,5 @@
+//go:build !linux
+
+package supervisor
+
+func awaitExit(int) {}
