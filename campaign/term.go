@@ -138,8 +138,8 @@ func (t *Term) renewWhileWaiting(ctx context.Context) {
 // Revoke ends the term: etcd deletes its keys with the lease, which wakes
 // the next candidate. Callers revoke only once the child's processes are
 // all gone. It returns once the term's guard has ended too, so that no
-// goroutine of the term outlives it; the revoke and that wait are bounded
-// together by the request timeout. It is safe to call more than once; only
+// goroutine of the term outlives it; the revoke and that wait are each
+// bounded by the request timeout. It is safe to call more than once; only
 // the first call waits.
 func (t *Term) Revoke() {
 	if t.revoked.Swap(true) {
@@ -148,12 +148,17 @@ func (t *Term) Revoke() {
 	t.lose(errRevoked)
 	ctx, cancel := context.WithTimeout(context.Background(), t.c.cfg.RequestTimeout)
 	defer cancel()
-	// The guard ends with the term's context, ended above, and is waited
-	// for after the revoke is sent, so that the next candidate is not kept
-	// waiting on it. Its watches end with their stream, closed while the
-	// revoke is under way, before its events can reach them: a watch that
-	// is closed, or hears of a key after it closed, costs etcd a cancel
-	// request of its own.
+	trace.Mark("campaign.revoke")
+	_, err := t.c.cfg.Client.Revoke(ctx, t.Lease)
+	trace.Mark("campaign.revoked")
+	// The guard's goroutines end with the term's context, ended above; its
+	// watches end with their stream, closed only once the revoke is
+	// answered. Closing it ends a goroutine of the client's per watch, and
+	// with one P (main.go) that work would go before the revoke reaches
+	// the wire: gRPC's writer yields once before it flushes. The revoke's
+	// deletes reach those watches first, which cost no cancel request:
+	// their contexts still live (guardWatch), and the stream's end takes
+	// them all with it.
 	guarded := make(chan struct{})
 	go func() {
 		if t.watches != nil {
@@ -162,22 +167,17 @@ func (t *Term) Revoke() {
 		t.guards.Wait()
 		close(guarded)
 	}()
-	trace.Mark("campaign.revoke")
-	if _, err := t.c.cfg.Client.Revoke(ctx, t.Lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		trace.Mark("campaign.revoked")
+	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		t.c.log.Warn("revoke failed; the lease will expire", "lease", leaseHex(t.Lease), "ttl", t.TTL, "error", err)
 	} else {
-		trace.Mark("campaign.revoked")
 		t.c.log.Info("lease revoked", "key", t.Key, "lease", leaseHex(t.Lease))
 	}
+	bound := time.NewTimer(t.c.cfg.RequestTimeout)
+	defer bound.Stop()
 	select {
 	case <-guarded:
-	case <-ctx.Done():
-		select {
-		case <-guarded:
-		default:
-			t.c.log.Warn("the term's guard did not end in time", "key", t.Key)
-		}
+	case <-bound.C:
+		t.c.log.Warn("the term's guard did not end in time", "key", t.Key)
 	}
 }
 
