@@ -224,17 +224,21 @@ func (t *Term) wait(ctx context.Context, v view) error {
 			t.front()
 		}
 		t.logWait(ctx, v, &logged)
-		woke, err := t.waitEvent(ctx, v)
+		woke, unwatch, err := t.waitEvent(ctx, v)
 		if err != nil {
 			return t.waitErr(ctx)
 		}
 		// A wake-up asks etcd about the leases of the keys that moved and
-		// reads again, both at once; the read decides.
+		// reads again, both at once; the read decides. The watch that woke
+		// it ends only after both are answered: ending it takes goroutines
+		// of the client's, which with one P (main.go) would run before the
+		// two requests reach the wire.
 		gone := make(chan map[clientv3.LeaseID]bool, 1)
 		go func() { gone <- t.leasesGone(ctx, woke) }()
 		next, lerr := t.look(ctx)
 		trace.Mark("campaign.look")
 		g := <-gone
+		unwatch()
 		for l, key := range woke {
 			if g[l] {
 				delete(pending, l)
@@ -310,18 +314,29 @@ func (t *Term) logLeaseLeft(ctx context.Context, id clientv3.LeaseID) {
 
 // waitEvent watches the nearest older sentinel and, when it belongs to
 // another term or is missing, the nearest older queue key, from just after
-// the read; with N holders, those of the N nearest terms (view.watched). It returns the leases of the keys that moved. A broken watch
-// (compaction, a lost etcd leader) returns nothing: the caller reads again.
-func (t *Term) waitEvent(ctx context.Context, v view) (map[clientv3.LeaseID]string, error) {
+// the read; with N holders, those of the N nearest terms (view.watched). It
+// returns the leases of the keys that moved, and unwatch, which ends the
+// watches: the caller calls it once it has sent what the wake-up asks. A
+// broken watch (compaction, a lost etcd leader) returns nothing, its
+// watches already ended: the caller reads again.
+func (t *Term) waitEvent(ctx context.Context, v view) (woke map[clientv3.LeaseID]string, unwatch func(), err error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
 	var keys []string
 	var leases []clientv3.LeaseID
 	for _, p := range v.watched() {
 		keys, leases = append(keys, p.key), append(leases, p.lease)
 	}
 	ws, stop := t.watchAll(wctx, keys, v.rev)
-	defer stop()
+	end := func() {
+		stop()
+		cancel()
+	}
+	defer func() {
+		if woke == nil {
+			end()
+			unwatch = func() {}
+		}
+	}()
 	var progress <-chan time.Time
 	lonely := v.lonely()
 	if len(lonely) > 0 {
@@ -339,18 +354,18 @@ func (t *Term) waitEvent(ctx context.Context, v view) (map[clientv3.LeaseID]stri
 			}
 			continue
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		}
 		if !w.ok {
-			return nil, nil
+			return nil, nil, nil
 		}
 		if err := w.resp.Err(); err != nil {
 			t.c.log.Debug("predecessor watch interrupted; looking again", "error", err)
-			return nil, nil
+			return nil, nil, nil
 		}
 		if len(w.resp.Events) > 0 {
 			trace.Mark("campaign.wake")
-			return map[clientv3.LeaseID]string{leases[w.i]: keys[w.i]}, nil
+			return map[clientv3.LeaseID]string{leases[w.i]: keys[w.i]}, end, nil
 		}
 	}
 }
