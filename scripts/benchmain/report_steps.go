@@ -65,6 +65,7 @@ func (r *report) sectionSteps(w func(string, ...any)) {
 	w("**etcdlead** stamps its own steps when `ETCDLEAD_TRACE` names a file (`internal/trace`, a development aid that is off otherwise): each mark is a CLOCK_MONOTONIC reading, the clock the bench's child stamps, written by the supervisor or the keeper at the step. ")
 	w("**etcdctl lock** cannot be asked, so what it does is read off the wire: each candidate talks to etcd through a proxy of its own that stamps every HTTP/2 frame as it passes (`scripts/benchmain/proxy.go`), with the same clock; a request is a new stream's HEADERS frame from etcdctl, its answer etcd's first frame on that stream, a watch event a DATA frame on the stream of the watch. ")
 	w("`strace -f -ttt` would split etcdctl's process steps too, but stops the process at every traced system call and stamps the wall clock; the proxy leaves the process alone and adds one loopback hop each way to each of its requests. ")
+	w("etcdlead's candidates go through proxies of their own in this pass too, so that the rows marked *(proxy)* are the same wire stamps for both tools, and the rows between a mark and the wire show the etcd client's own share. ")
 	w("A step is counted from the row just above unless it names its own (*from 5, 6*: the later of those rows); rows off the path are answers nobody waits for before the next child starts. Medians of steps do not add up to the median gap.\n\n")
 	for _, key := range []string{lead, ctl} {
 		tab := s.tables[key]
@@ -78,7 +79,7 @@ func (r *report) sectionSteps(w func(string, ...any)) {
 		stepTableMD(w, tab)
 	}
 	if h := r.handoff; h != nil {
-		w("The gap in this pass, for the cost of looking: etcdlead %s with its marks (the headline run: %s), etcdctl lock %s through its proxies (headline: %s).\n\n",
+		w("The gap in this pass, for the cost of looking: etcdlead %s with its marks and through its proxies (the headline run: %s), etcdctl lock %s through its proxies (headline: %s).\n\n",
 			msOr(s.tables[lead]), ms(h.gap[lead].median()), msOr(s.tables[ctl]), ms(h.gap[ctl].median()))
 	}
 	w("**What could not be split for etcdctl lock**, seen only from outside: ")

@@ -38,6 +38,9 @@ type stepRow struct {
 	Unsplit string
 	role    string // etcdlead: whose marks (old, oldk, next, nextk)
 	event   string // etcdlead: the mark's event
+	// wire, for an etcdlead row seen at its candidates' proxies: the
+	// row's time from their frames and the rows above, 0 if not seen.
+	wire func(r tracedRound, ts []int64) int64
 }
 
 // stepTable is one path's rows and, per handoff, each row's time on the
@@ -141,10 +144,16 @@ func (s *stepTable) fill(rounds []tracedRound, marks map[int][]mark) {
 		ts[0], ts[len(ts)-1] = r.start, r.end
 		for i, row := range s.rows[1 : len(s.rows)-1] {
 			for _, m := range marks[r.pids[row.role]] {
-				if m.t >= r.start && m.t <= r.end+int64(50*time.Millisecond) && m.event == row.event {
+				if row.event != "" && m.t >= r.start && m.t <= r.end+int64(50*time.Millisecond) && m.event == row.event {
 					ts[i+1] = m.t
 					break
 				}
+			}
+		}
+		// Wire rows come from the marks around them, so after all marks.
+		for i, row := range s.rows {
+			if row.wire != nil && r.old != nil && r.next != nil {
+				ts[i] = row.wire(r, ts)
 			}
 		}
 		s.times = append(s.times, ts)
@@ -178,17 +187,81 @@ func etcdleadRows(deleted bool) []stepRow {
 		stepRow{Name: "the old keeper writes its report: no process left (ECHILD)", Who: "old keeper", role: "oldk", event: "keeper.exit-report"},
 		stepRow{Name: "the old supervisor reads the report", Who: "old supervisor", role: "old", event: "supervisor.exit-report"},
 		stepRow{Name: "its term loop sees the child done", Who: "old supervisor", role: "old", event: "runner.child-done"},
-		stepRow{Name: "revoke sent", Who: "old supervisor", role: "old", event: "campaign.revoke"},
 	)
-	revoke := len(rows) - 1
-	rows = append(rows,
-		stepRow{Name: "revoke answered", Who: "old supervisor", role: "old", event: "campaign.revoked", From: []int{revoke}, OffPath: true},
-		stepRow{Name: "watch event at the next candidate (the old sentinel's delete)", Who: "next supervisor", role: "next", event: "campaign.wake", From: []int{revoke}, Unsplit: wakeUnsplit},
-	)
+	if deleted {
+		rows = append(rows, stepRow{Name: "revoke sent", Who: "old supervisor", role: "old", event: "campaign.revoke"})
+		revoke := len(rows) - 1
+		rows = append(rows,
+			stepRow{Name: "revoke answered", Who: "old supervisor", role: "old", event: "campaign.revoked", From: []int{revoke}, OffPath: true},
+			stepRow{Name: "watch event at the next candidate (the old sentinel's delete)", Who: "next supervisor", role: "next", event: "campaign.wake", From: []int{revoke}, Unsplit: wakeUnsplit},
+		)
+	} else {
+		// The graceful pass runs etcdlead's candidates through proxies too,
+		// so that its requests are seen on the wire as etcdctl lock's are.
+		rows = append(rows, stepRow{Name: "revoke handed to the etcd client", Who: "old supervisor", role: "old", event: "campaign.revoke"})
+		revoke := len(rows) - 1
+		rows = append(rows, stepRow{Name: "the revoke on the wire", Who: "old supervisor (proxy)", Unsplit: "the client's gRPC stack",
+			wire: func(r tracedRound, ts []int64) int64 {
+				f, _ := firstFrame(r.old.Frames(), func(f h2frame) bool { return f.up && f.typ == h2Headers && f.t > ts[revoke] && ts[revoke] != 0 })
+				return f.t
+			}})
+		sent := len(rows) - 1
+		rows = append(rows,
+			stepRow{Name: "revoke answered", Who: "old supervisor", role: "old", event: "campaign.revoked", From: []int{revoke}, OffPath: true},
+			stepRow{Name: "watch event on the wire to the next candidate (the old sentinel's delete)", Who: "next supervisor (proxy)", From: []int{sent}, Unsplit: wakeUnsplit,
+				wire: func(r tracedRound, ts []int64) int64 {
+					var last h2frame
+					for _, f := range r.next.Frames() {
+						if !f.up && f.typ == h2Data && f.t > ts[sent] && f.t < ts[sent+3] && ts[sent] != 0 {
+							last = f
+						}
+					}
+					return last.t
+				}},
+			stepRow{Name: "the event reaches the campaign", Who: "next supervisor", role: "next", event: "campaign.wake", Unsplit: "the client's gRPC stack and watch dispatch"},
+		)
+	}
 	wake := len(rows) - 1
+	from := []int{wake}
+	if !deleted {
+		// The two requests a wake-up sends, the first two streams the
+		// next candidate opens after it, and their answers.
+		reqs := func(r tracedRound, ts []int64) []h2frame {
+			var out []h2frame
+			for _, f := range r.next.Frames() {
+				if f.up && f.typ == h2Headers && f.t > ts[wake] && ts[wake] != 0 && len(out) < 2 {
+					out = append(out, f)
+				}
+			}
+			return out
+		}
+		rows = append(rows,
+			stepRow{Name: "its lease look-up and start read on the wire (the later of the two)", Who: "next supervisor (proxy)", Unsplit: "the client's gRPC stack",
+				wire: func(r tracedRound, ts []int64) int64 {
+					if q := reqs(r, ts); len(q) == 2 {
+						return max(q[0].t, q[1].t)
+					}
+					return 0
+				}},
+			stepRow{Name: "both answered on the wire (the later answer)", Who: "next supervisor (proxy)",
+				wire: func(r tracedRound, ts []int64) int64 {
+					q := reqs(r, ts)
+					if len(q) != 2 {
+						return 0
+					}
+					a0, ok0 := answer(r.next.Frames(), q[0])
+					a1, ok1 := answer(r.next.Frames(), q[1])
+					if !ok0 || !ok1 {
+						return 0
+					}
+					return max(a0.t, a1.t)
+				}},
+		)
+		from = []int{len(rows) - 1}
+	}
 	rows = append(rows,
-		stepRow{Name: "its lease look-up answered (LeaseTimeToLive, sent at once with the start read)", Who: "next supervisor", role: "next", event: "campaign.ttl", From: []int{wake}},
-		stepRow{Name: "its start read answered (the look transaction)", Who: "next supervisor", role: "next", event: "campaign.look", From: []int{wake}},
+		stepRow{Name: "its lease look-up answered (LeaseTimeToLive, sent at once with the start read)", Who: "next supervisor", role: "next", event: "campaign.ttl", From: from},
+		stepRow{Name: "its start read answered (the look transaction)", Who: "next supervisor", role: "next", event: "campaign.look", From: from},
 	)
 	reads := []int{len(rows) - 2, len(rows) - 1}
 	if deleted {
@@ -313,19 +386,25 @@ func (b *bench) steps(ctx context.Context, n, deletes, queue int) (*stepsResult,
 				p.Close()
 			}
 		}()
-		if t.Key == lead {
-			opts = func(string) (spawnOpts, error) { return spawnOpts{env: []string{"ETCDLEAD_TRACE=" + file}}, nil }
-		} else {
-			opts = func(id string) (spawnOpts, error) {
+		proxied := func(env []string) func(string) (spawnOpts, error) {
+			return func(id string) (spawnOpts, error) {
 				p, err := newStampProxy(b.endpoint)
 				if err != nil {
 					return spawnOpts{}, err
 				}
 				proxies[id] = p
-				return spawnOpts{endpoint: p.Addr()}, nil
+				return spawnOpts{env: env, endpoint: p.Addr()}, nil
 			}
 		}
 		for _, deleted := range []bool{false, true} {
+			switch {
+			case t.Key != lead:
+				opts = proxied(nil)
+			case deleted:
+				opts = func(string) (spawnOpts, error) { return spawnOpts{env: []string{"ETCDLEAD_TRACE=" + file}}, nil }
+			default:
+				opts = proxied([]string{"ETCDLEAD_TRACE=" + file})
+			}
 			count, size, name := n, queue, "steps"
 			if deleted {
 				count, size, name = deletes, 2, "steps-deleted"
@@ -355,7 +434,7 @@ func (b *bench) steps(ctx context.Context, n, deletes, queue int) (*stepsResult,
 						return nil, err
 					}
 				}
-				if t.Key == ctl {
+				if t.Key == ctl || !deleted {
 					r.old, r.next = proxies[r.ids[0]], proxies[r.ids[1]]
 					if r.old == nil || r.next == nil {
 						p.close()
