@@ -25,7 +25,8 @@ func main() {
 	// supervisor's CPU and, on a machine of few cores shared with the
 	// child, time on the handoff path (BENCHMARKS.md, "Footprint").
 	// Set here rather than through GOMAXPROCS in the environment, which the
-	// child would inherit.
+	// child would inherit. `run` starts on two and settles on one
+	// (internal/cli/run.go).
 	runtime.GOMAXPROCS(1)
 	os.Exit(cli.Main(os.Args))
 }

@@ -42,6 +42,7 @@ func (r *Runner) lead(ctx context.Context, term *Term) *Outcome {
 	r.mon.Elected(term.Key, term.Rev, term.Lease)
 	r.mon.Holder(term.Slot, r.cfg.Holders)
 	child, err := r.keepers.Start(term.Deadline(), r.termEnv(term))
+	r.settled()
 	if err != nil {
 		var execErr *supervisor.ExecError
 		switch {

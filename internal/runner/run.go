@@ -60,6 +60,7 @@ func (r *Runner) Run(ctx context.Context) *Outcome {
 // campaignFailed decides whether a failed campaign ends the run: nil means
 // campaign again.
 func (r *Runner) campaignFailed(err error) *Outcome {
+	r.settled()
 	switch {
 	case errors.Is(err, errStopped):
 		return end(Stopped, 0, nil)
@@ -86,6 +87,7 @@ func (r *Runner) campaignFailed(err error) *Outcome {
 
 // pause waits out a backoff; a stop signal or ctx ends it.
 func (r *Runner) pause(ctx context.Context, d time.Duration) error {
+	r.settled()
 	if r.waitUntil.IsZero() {
 		r.log.Info("backing off", "delay", d)
 	} else {
@@ -197,3 +199,9 @@ func (r *Runner) onSignal(s os.Signal, p signals.Phase, child Child) signals.Act
 }
 
 func (r *Runner) prefix() string { return r.cfg.Layout.Prefix() }
+
+func (r *Runner) settled() {
+	if r.cfg.Settled != nil {
+		r.cfg.Settled()
+	}
+}

@@ -36,6 +36,11 @@ type Config struct {
 	// from then on the run can no longer end as NotLeader before a child
 	// ran.
 	Won func()
+	// Settled, if set, is called once the run's start is behind it: its
+	// child started (or failed to), or a campaign failed or backs off.
+	// Observer calls it too, when a campaign queues behind another term.
+	// It may be called more than once.
+	Settled func()
 }
 
 // Restart is --restart: whether a child that exited by itself is followed
@@ -136,11 +141,16 @@ func (c campaigner) Campaign(ctx context.Context) (*Term, error) {
 // Observer passes the campaign's events on: to the monitor, and to the
 // keepers, which get a keeper ready once the campaign is next in line and
 // drop it while it is far back.
-func Observer(mon *ops.Monitor, k Keepers) campaign.Observer { return observer{mon, k} }
+// Observer returns the campaign's observer; settled, if not nil, is
+// called when a campaign queues behind another term (Config.Settled).
+func Observer(mon *ops.Monitor, k Keepers, settled func()) campaign.Observer {
+	return observer{mon, k, settled}
+}
 
 type observer struct {
-	mon *ops.Monitor
-	k   Keepers
+	mon     *ops.Monitor
+	k       Keepers
+	settled func()
 }
 
 func (o observer) Front(string) { o.k.Prepare() }
@@ -151,6 +161,9 @@ const standbyAhead = 2
 
 func (o observer) Queued(key string, ahead int) {
 	o.mon.Queued(key)
+	if ahead > 0 && o.settled != nil {
+		o.settled()
+	}
 	if ahead > standbyAhead {
 		o.k.Drop()
 	}
