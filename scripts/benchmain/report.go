@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -567,7 +568,7 @@ func (r *report) missed(prefix string) bool {
 
 // sectionWhy explains the missed targets from this run's own numbers.
 func (r *report) sectionWhy(p func(string, ...any)) {
-	gap, first, keeper := r.missed("handoff gap"), r.missed("time to first child"), r.missed("keeper")
+	gap, first, keeper := r.missed("graceful handoff gap"), r.missed("time to first child"), r.missed("keeper")
 	if !gap && !first && !keeper {
 		return
 	}
@@ -616,6 +617,7 @@ func (r *report) sectionWhy(p func(string, ...any)) {
 			gapWith := with.median()
 			p("With a standby keeper (median %s over %d handoffs, %s etcdctl lock's) etcdlead still does more on the path: the keeper's report to the supervisor and the supervisor's message to the next keeper, two process wake-ups that etcdctl lock does not have, and etcd's backend commit after the revoke, which the next leader's reads wait for (section %d: a revoke deletes the lease's record, and etcd commits at once after any delete from a bucket; etcdctl lock's delete writes a tombstone). ", ms(gapWith), len(with), ratio(gapWith, h.gap[ctl].median()), r.sec["handoff"])
 		}
+		r.whyWire(p)
 		p("Neither the barrier nor the keeper can go: they are what keeps two children from ever running at once.\n\n")
 	}
 	if first && r.ttfc != nil {
@@ -703,4 +705,71 @@ func (h *handoffResult) requestList(tool string) string {
 		return "none"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// whyWire splits both tools' handoffs at the points the traced pass saw on
+// the wire for both: the old side's request, the watch event, the last
+// answer the next leader waited for, and the new child.
+func (r *report) whyWire(p func(string, ...any)) {
+	if r.steps == nil {
+		return
+	}
+	a, c := r.steps.tables[lead], r.steps.tables[ctl]
+	if a == nil || c == nil {
+		return
+	}
+	ai := []int{a.row("the revoke on the wire"), a.row("watch event on the wire"), a.row("both answered on the wire"), len(a.rows) - 1}
+	ci := []int{c.row("the old etcdctl's unlock"), c.row("watch event reaches"), c.lastRow("answered"), len(c.rows) - 1}
+	if slices.Contains(ai, -1) || slices.Contains(ci, -1) {
+		return
+	}
+	names := []string{
+		"the old child's last instruction → the old side's request on the wire (etcdlead: the keeper's reap and report, the supervisor's revoke; etcdctl lock: its wait4 and its unlock)",
+		"→ the watch event on the wire to the next candidate (etcd: a WAL fsync and the apply; for etcdlead, the revoke)",
+		"→ the last answer the next leader waits for, on the wire (etcdlead: its lease look-up and start read, sent together, after etcd's backend commit that follows the revoke; etcdctl lock: two reads, one after the other)",
+		"→ the new child's first instruction (etcdlead: the answers taken, the start message to the standby keeper, its fork and exec; etcdctl lock: its fork and exec), the child's runtime start included",
+	}
+	p("Split where both tools were seen on the wire (section %d's traced pass, medians of each handoff's own spans, so they need not add up):\n\n", r.sec["steps"])
+	p("| span | etcdctl lock | etcdlead | etcdlead − etcdctl lock |\n|---|---|---|---|\n")
+	for k := range ai {
+		from, fromC := 0, 0
+		if k > 0 {
+			from, fromC = ai[k-1], ci[k-1]
+		}
+		x, y := a.span(from, ai[k]), c.span(fromC, ci[k])
+		p("| %s | %s | %s | %+.2f ms |\n", names[k], ms(y), ms(x), (x-y).Seconds()*1e3)
+	}
+	p("\n")
+}
+
+// row is the index of the first row whose name begins with prefix, or -1.
+func (s *stepTable) row(prefix string) int {
+	for i, r := range s.rows {
+		if strings.HasPrefix(r.Name, prefix) {
+			return i
+		}
+	}
+	return -1
+}
+
+// lastRow is the index of the last row whose name begins with prefix, or -1.
+func (s *stepTable) lastRow(prefix string) int {
+	for i := len(s.rows) - 1; i >= 0; i-- {
+		if strings.HasPrefix(s.rows[i].Name, prefix) {
+			return i
+		}
+	}
+	return -1
+}
+
+// span is the median, over the handoffs where both are known, of the time
+// from row i to row j.
+func (s *stepTable) span(i, j int) time.Duration {
+	var d sample
+	for _, ts := range s.times {
+		if ts[i] != 0 && ts[j] != 0 {
+			d = append(d, time.Duration(ts[j]-ts[i]))
+		}
+	}
+	return d.median()
 }
