@@ -37,6 +37,7 @@ type config struct {
 	quick       bool
 	out         string
 	etcdleadBin string
+	against     string // an etcdlead binary that stands in for etcdctl lock
 	only        map[string]bool
 	keep        bool
 	dataDir     string
@@ -80,6 +81,7 @@ func main() {
 	flag.BoolVar(&cfg.quick, "quick", false, "fewer samples and a 10 s idle window, for development; prints the report instead of writing BENCHMARKS.md")
 	flag.StringVar(&cfg.out, "out", "", "write the report here (default: BENCHMARKS.md in the module root; with -quick, standard output)")
 	flag.StringVar(&cfg.etcdleadBin, "etcdlead", "", "use this etcdlead binary instead of building the checkout (to compare a change)")
+	flag.StringVar(&cfg.against, "against", "", "A/B of two etcdlead binaries: this one (its keeper beside it) stands in for etcdctl lock; needs -out and -only among ttfc,handoff,deleted,failover")
 	flag.StringVar(&only, "only", "", "comma-separated subset of ttfc,handoff,steps,deleted,failover,cost,fleet,idle")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the work directory (binaries, logs, etcd data)")
 	flag.StringVar(&cfg.dataDir, "dir", "", "parent of the work directory, which holds etcd's data (default: the system temp dir, unless that is tmpfs)")
@@ -93,6 +95,7 @@ func main() {
 	fleet := flag.String("fleet", "100,1000", "election counts of the fleet figure, comma-separated")
 	fleetWindow := flag.Duration("fleet-window", 0, "idle window of each fleet configuration (default 30s; -quick 5s)")
 	flag.Parse()
+	var err0 error
 	if flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "usage: scripts/bench [-quick] [-out FILE] [-etcdlead BIN] [-only LIST] [-keep]")
 		os.Exit(2)
@@ -101,6 +104,20 @@ func main() {
 		cfg.only = map[string]bool{}
 		for _, s := range strings.Split(only, ",") {
 			cfg.only[strings.TrimSpace(s)] = true
+		}
+	}
+	if cfg.against != "" {
+		ok := cfg.out != "" && len(cfg.only) > 0
+		for f := range cfg.only {
+			ok = ok && (f == "ttfc" || f == "handoff" || f == "deleted" || f == "failover")
+		}
+		if !ok {
+			fmt.Fprintln(os.Stderr, "bench: -against needs -out FILE and -only among ttfc,handoff,deleted,failover: the other figures read etcdctl lock's own keys and frames")
+			os.Exit(2)
+		}
+		if cfg.against, err0 = filepath.Abs(cfg.against); err0 != nil {
+			fmt.Fprintln(os.Stderr, "bench: -against:", err0)
+			os.Exit(2)
 		}
 	}
 	if cfg.quick {
@@ -226,6 +243,13 @@ func (b *bench) run() error {
 		return err
 	}
 	b.tools = []*tool{etcdleadTool(b.bins.etcdlead), etcdctlTool(b.bins.etcdctl)}
+	if b.cfg.against != "" {
+		// Keyed as etcdctl lock, so that every figure takes it for the
+		// second tool; its candidates keep etcdlead's own layout.
+		t := etcdleadTool(b.cfg.against)
+		t.Key, t.Name = ctl, "etcdlead at "+b.cfg.against
+		b.tools[1] = t
+	}
 
 	r := &report{cfg: b.cfg, mach: mach, tools: b.tools}
 	if b.cfg.want("ttfc") {

@@ -82,6 +82,9 @@ func (r *report) markdown() string {
 	if r.cfg.quick {
 		p("**Quick mode: few samples, for development only.** ")
 	}
+	if r.cfg.against != "" {
+		p("**A/B of two etcdlead binaries (`-against`)**: `%s` stands in for etcdctl lock; wherever this report names etcdctl lock, read that binary, and what it says of etcdctl lock's protocol does not apply. ", r.cfg.against)
+	}
 	p("To reproduce, from the module root:\n\n```sh\nscripts/bench\n```\n\n")
 	p("It builds etcd and etcdctl at the version pinned in `go.mod`, etcdlead from the checkout and a tiny child program, ")
 	p("starts one etcd member with its data on disk (fsync on: no `--unsafe-no-fsync`) on a loopback port chosen at run time, ")
