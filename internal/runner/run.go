@@ -87,7 +87,6 @@ func (r *Runner) campaignFailed(err error) *Outcome {
 
 // pause waits out a backoff; a stop signal or ctx ends it.
 func (r *Runner) pause(ctx context.Context, d time.Duration) error {
-	r.settled()
 	if r.waitUntil.IsZero() {
 		r.log.Info("backing off", "delay", d)
 	} else {

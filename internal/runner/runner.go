@@ -37,9 +37,9 @@ type Config struct {
 	// ran.
 	Won func()
 	// Settled, if set, is called once the run's start is behind it: its
-	// child started (or failed to), or a campaign failed or backs off.
-	// Observer calls it too, when a campaign queues behind another term.
-	// It may be called more than once.
+	// child started (or failed to), or a campaign failed. Observer calls
+	// it too, when a campaign queues behind another term. It may be called
+	// more than once.
 	Settled func()
 }
 
@@ -138,11 +138,10 @@ func (c campaigner) Campaign(ctx context.Context) (*Term, error) {
 		Deadline: t.Deadline, Hold: t.Hold, Revoke: t.Revoke}, err
 }
 
-// Observer passes the campaign's events on: to the monitor, and to the
+// Observer passes the campaign's events on: to the monitor, to the
 // keepers, which get a keeper ready once the campaign is next in line and
-// drop it while it is far back.
-// Observer returns the campaign's observer; settled, if not nil, is
-// called when a campaign queues behind another term (Config.Settled).
+// drop it while it is far back, and to settled, if not nil, once the
+// campaign queues behind another term (Config.Settled).
 func Observer(mon *ops.Monitor, k Keepers, settled func()) campaign.Observer {
 	return observer{mon, k, settled}
 }

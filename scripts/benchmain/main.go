@@ -95,9 +95,8 @@ func main() {
 	fleet := flag.String("fleet", "100,1000", "election counts of the fleet figure, comma-separated")
 	fleetWindow := flag.Duration("fleet-window", 0, "idle window of each fleet configuration (default 30s; -quick 5s)")
 	flag.Parse()
-	var err0 error
 	if flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: scripts/bench [-quick] [-out FILE] [-etcdlead BIN] [-only LIST] [-keep]")
+		fmt.Fprintln(os.Stderr, "usage: scripts/bench [-quick] [-out FILE] [-etcdlead BIN] [-against BIN] [-only LIST] [-keep]")
 		os.Exit(2)
 	}
 	if only != "" {
@@ -115,10 +114,12 @@ func main() {
 			fmt.Fprintln(os.Stderr, "bench: -against needs -out FILE and -only among ttfc,handoff,deleted,failover: the other figures read etcdctl lock's own keys and frames")
 			os.Exit(2)
 		}
-		if cfg.against, err0 = filepath.Abs(cfg.against); err0 != nil {
-			fmt.Fprintln(os.Stderr, "bench: -against:", err0)
+		abs, err := filepath.Abs(cfg.against)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -against:", err)
 			os.Exit(2)
 		}
+		cfg.against = abs
 	}
 	if cfg.quick {
 		cfg.ttfcRuns, cfg.handoffRuns, cfg.failoverRuns, cfg.costHandoffs = 6, 10, 3, 3

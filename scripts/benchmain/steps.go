@@ -208,18 +208,21 @@ func etcdleadRows(deleted bool) []stepRow {
 		sent := len(rows) - 1
 		rows = append(rows,
 			stepRow{Name: "revoke answered", Who: "old supervisor", role: "old", event: "campaign.revoked", From: []int{revoke}, OffPath: true},
-			stepRow{Name: "watch event on the wire to the next candidate (the old sentinel's delete)", Who: "next supervisor (proxy)", From: []int{sent}, Unsplit: wakeUnsplit,
-				wire: func(r tracedRound, ts []int64) int64 {
-					var last h2frame
-					for _, f := range r.next.Frames() {
-						if !f.up && f.typ == h2Data && f.t > ts[sent] && f.t < ts[sent+3] && ts[sent] != 0 {
-							last = f
-						}
-					}
-					return last.t
-				}},
+			stepRow{Name: "watch event on the wire to the next candidate (the old sentinel's delete)", Who: "next supervisor (proxy)", From: []int{sent}, Unsplit: wakeUnsplit},
 			stepRow{Name: "the event reaches the campaign", Who: "next supervisor", role: "next", event: "campaign.wake", Unsplit: "the client's gRPC stack and watch dispatch"},
 		)
+		// The event is the last frame of etcd's to the next candidate
+		// before its campaign heard of it.
+		event, heard := len(rows)-2, len(rows)-1
+		rows[event].wire = func(r tracedRound, ts []int64) int64 {
+			var last h2frame
+			for _, f := range r.next.Frames() {
+				if !f.up && f.typ == h2Data && f.t > ts[sent] && f.t < ts[heard] && ts[sent] != 0 {
+					last = f
+				}
+			}
+			return last.t
+		}
 	}
 	wake := len(rows) - 1
 	from := []int{wake}
