@@ -45,8 +45,10 @@ func runAction(c *cli.Context, raw []string) (err error) {
 	defer time.AfterFunc(rc.conn.DialTimeout, settle).Stop()
 	// Caught first, so that a stop signal during the first dial already
 	// counts (a `systemctl stop` of a campaigning etcdlead ends it at once).
+	// Never stopped: the process exits when run returns, and a stop costs
+	// a round trip to the runtime's signal thread per signal, on the P a
+	// successor's start may be waiting for (supervisor/keeper_linux.go, RunKeeper).
 	sigs := signals.Catch()
-	defer sigs.Stop()
 	held := holdLog(rc)
 	defer held.release(true) // a return before the outcome shows what was logged
 	log := newLogger(rc.logLevel, rc.logJSON, held)
