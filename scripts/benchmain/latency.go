@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"time"
 )
 
@@ -59,6 +61,7 @@ func (b *bench) firstChild(ctx context.Context, n int) (byTool, map[string][]flo
 // startOne execs one uncontended candidate of t and waits for its child's
 // first instruction; t0 is the bench's clock just before the exec.
 func (b *bench) startOne(t *tool, election, group, id string, o spawnOpts) (int64, *cand, *kid, error) {
+	defer hush()()
 	t0 := mono()
 	c, err := b.spawnWith(t, election, 10, id, o)
 	if err != nil {
@@ -138,6 +141,16 @@ func firstChildRows() []stepRow {
 		{Name: "fork and exec of the child done", Who: "keeper", role: "keeper", event: "keeper.forked"},
 		{Name: "the child's first instruction", Who: "child", Unsplit: "the child's own runtime start"},
 	}
+}
+
+// hush collects the bench's garbage now and holds its collector off until
+// the returned func: a window it times must not share the machine's cores
+// with its own GC workers, which would weigh most on the tool that runs
+// more processes at once.
+func hush() (resume func()) {
+	runtime.GC()
+	gc := debug.SetGCPercent(-1)
+	return func() { debug.SetGCPercent(gc) }
 }
 
 func pause(ctx context.Context, d time.Duration) error {
@@ -295,8 +308,10 @@ func (b *bench) handoffs(ctx context.Context, n, size int) (*handoffResult, erro
 				return nil, err
 			}
 			old := p.leader
+			resume := hush()
 			old.Exit()
 			next, err := b.hub.NextStart(p.group, 30*time.Second)
+			resume()
 			if err != nil {
 				return nil, fmt.Errorf("%s handoff %d: %w", t.Name, i, err)
 			}
@@ -386,9 +401,11 @@ func (b *bench) failovers(ctx context.Context, n, ttl int) (*failoverResult, err
 			}
 			old := p.leader
 			oc := p.cands[old.ID]
+			resume := hush()
 			t0 := mono()
 			oc.Kill()
 			next, err := b.hub.NextStart(p.group, time.Duration(ttl)*time.Second+30*time.Second)
+			resume()
 			if err != nil {
 				return nil, fmt.Errorf("%s failover %d: %w", t.Name, i, err)
 			}

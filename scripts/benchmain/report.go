@@ -558,6 +558,7 @@ func (r *report) sectionMethod(p func(string, ...any)) {
 	p("- Command lines: `%s` and `%s` (TTL as given per figure). etcdlead logs at its default level (info) to a file.\n", r.tools[0].commandLine(10), r.tools[1].commandLine(10))
 	p("- Percentiles are nearest-rank: with fewer than 100 samples, p99 is the maximum.\n")
 	p("- Both tools run on the same etcd in the same run; between figures and handoffs the bench waits until the queue it needs is in place (it polls etcd for the key count), outside any measured window.\n")
+	p("- The bench collects its own garbage before each timed window and holds its collector off until the window ends (`hush` in `scripts/benchmain/latency.go`), so that its GC workers never share the cores with what it times.\n")
 }
 
 func (r *report) missed(prefix string) bool {

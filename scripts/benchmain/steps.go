@@ -477,8 +477,10 @@ func (b *bench) gracefulRound(ctx context.Context, p *pool) (tracedRound, error)
 	}
 	old := p.leader
 	oc := p.cands[old.ID]
+	resume := hush()
 	old.Exit()
 	next, err := b.hub.NextStart(p.group, 30*time.Second)
+	resume()
 	if err != nil {
 		return tracedRound{}, fmt.Errorf("%s handoff: %w", p.t.Name, err)
 	}
@@ -532,13 +534,16 @@ func (b *bench) deleteRound(ctx context.Context, p *pool) (deletedRound, error) 
 		return d, err
 	}
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	resume := hush()
 	t0 := mono()
 	_, err = b.cli.Delete(dctx, key)
 	cancel()
 	if err != nil {
+		resume()
 		return d, err
 	}
 	next, err := b.hub.NextStart(p.group, 30*time.Second)
+	resume()
 	if err != nil {
 		return d, fmt.Errorf("%s after a deleted key: %w", p.t.Name, err)
 	}
