@@ -189,7 +189,11 @@ func dropSIGPIPE() chan os.Signal {
 // without kill(2).
 func Fake(ch chan os.Signal) *Catcher { return &Catcher{C: ch} }
 
-// Stop ends delivery and restores default handling.
+// Stop ends delivery and restores default handling. A process that exits
+// next has no use for it: each signal's stop is a round trip to the
+// runtime's signal thread, hand-offs of etcdlead's one P (main.go) that
+// would fall where a handoff waits, beside the revoke or a successor's
+// start.
 func (c *Catcher) Stop() {
 	if c.ch != nil {
 		signal.Stop(c.ch)

@@ -118,10 +118,8 @@ func RunKeeper(args []string) int {
 	// Caught rather than ignored, so the child starts with default
 	// dispositions; the keeper obeys the pipe, not stray signals. Caught
 	// before the first log line too: SIGPIPE from a closed stderr must not
-	// kill the keeper. Never stopped: the keeper exits when this returns,
-	// and each signal's stop is a round trip to the runtime's signal
-	// thread, hand-offs of the one P that would land beside the revoke and
-	// a successor's start, after the report.
+	// kill the keeper. Not stopped: the keeper exits when this returns
+	// (Catcher.Stop).
 	absorbed := signals.Absorb()
 	// Asynchronous, so that no signal of the fence waits on a stderr that
 	// does not drain.

@@ -25,7 +25,8 @@ import (
 
 // runAction wires a run together: signals first, then the operator
 // surface, the first keeper, the client and the campaign, and hands them to
-// the term loop. Everything it starts is stopped before it returns.
+// the term loop. Everything it starts but the signal catch is stopped
+// before it returns.
 func runAction(c *cli.Context, raw []string) (err error) {
 	trace.Mark("cli.run")
 	if err := supervisor.Supported(); err != nil {
@@ -45,9 +46,7 @@ func runAction(c *cli.Context, raw []string) (err error) {
 	defer time.AfterFunc(rc.conn.DialTimeout, settle).Stop()
 	// Caught first, so that a stop signal during the first dial already
 	// counts (a `systemctl stop` of a campaigning etcdlead ends it at once).
-	// Never stopped: the process exits when run returns, and a stop costs
-	// a round trip to the runtime's signal thread per signal, on the P a
-	// successor's start may be waiting for (supervisor/keeper_linux.go, RunKeeper).
+	// Not stopped: the process exits when run returns (Catcher.Stop).
 	sigs := signals.Catch()
 	held := holdLog(rc)
 	defer held.release(true) // a return before the outcome shows what was logged
