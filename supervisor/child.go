@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,12 +78,19 @@ type Result struct {
 // Its methods are safe for concurrent use. A stop or a signal sent after the
 // group ended is a no-op.
 type Child struct {
-	log  hclog.Logger
-	pid  int // the direct child, also its group id
-	mu   sync.Mutex
-	ctrl *os.File
-	done chan struct{}
-	res  Result
+	log    hclog.Logger
+	pid    int // the direct child, also its group id
+	keeper *keeperProc
+	cg     cgroupDir // the child's cgroup, where the keeper started it there
+	mu     sync.Mutex
+	ctrl   *os.File
+	done   chan struct{}
+	res    Result
+	// The supervisor's own fence (supfence_linux.go): the deadline the
+	// keeper was given last, and whether this process fenced the term.
+	fence  Fence
+	moved  chan struct{}
+	fenced bool
 }
 
 // Start launches the keeper, which starts the child. It returns once the child
@@ -155,6 +161,10 @@ type keeperProc struct {
 	path string   // the keeper binary, or "" for the fallback (selfExe)
 	ctrl *os.File // supervisor -> keeper
 	stat *os.File // keeper -> supervisor
+	cg   termCgroups
+	log  hclog.Logger
+	// fence holds K and m; the deadline comes with the term.
+	fence Fence
 }
 
 // launch starts a keeper that waits for its start message: a fresh keeper and
@@ -177,18 +187,21 @@ func launch(spec Spec, log hclog.Logger) (*keeperProc, error) {
 	}
 	becomeSubreaper()
 	path := keeperPath(log)
-	k := &keeperProc{path: path, cmd: keeperCmd(path, spec, ctrlR, statW), ctrl: ctrlW, stat: statR}
-	err = k.start()
+	tc := newTermCgroups(log)
+	k := &keeperProc{path: path, ctrl: ctrlW, stat: statR, cg: tc, log: log,
+		fence: Fence{KillTimeout: spec.KillTimeout, Margin: spec.FenceMargin}}
+	err = k.start(spec, ctrlR, statW)
 	if err != nil && path != "" {
 		notKeeper(path, fmt.Sprintf("cannot start it: %v", err), log)
-		k.path, k.cmd = "", keeperCmd("", spec, ctrlR, statW)
-		err = k.start()
+		k.path = ""
+		err = k.start(spec, ctrlR, statW)
 	}
 	ctrlR.Close()
 	statW.Close()
 	if err != nil {
 		ctrlW.Close()
 		statR.Close()
+		tc.remove(log)
 		return nil, fmt.Errorf("start keeper: %w", err)
 	}
 	return k, nil
@@ -196,8 +209,9 @@ func launch(spec Spec, log hclog.Logger) (*keeperProc, error) {
 
 // keeperCmd is the keeper binary at path, or the fallback when path is "".
 // Both take the same arguments, the protocol first.
-func keeperCmd(path string, spec Spec, ctrlR, statW *os.File) *exec.Cmd {
+func keeperCmd(path string, spec Spec, ctrlR, statW *os.File, tc termCgroups, cgroupFD int) *exec.Cmd {
 	args := append([]string{protocolArg(),
+		"-cgroup", string(tc.child),
 		"-path", spec.Path,
 		"-signal", strconv.Itoa(int(spec.KillSignal)),
 		"-kill-timeout", spec.KillTimeout.String(),
@@ -216,6 +230,7 @@ func keeperCmd(path string, spec Spec, ctrlR, statW *os.File) *exec.Cmd {
 		// SIGKILL, must leave the keeper alive to stop the child in order.
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
+	intoCgroup(cmd.SysProcAttr, cgroupFD)
 	if path == "" {
 		cmd.Path, cmd.Args = selfExe, append([]string{os.Args[0], KeeperArg}, args...)
 	}
@@ -231,7 +246,7 @@ func keeperCmd(path string, spec Spec, ctrlR, statW *os.File) *exec.Cmd {
 func (k *keeperProc) begin(deadline time.Duration, env []string, log hclog.Logger) (*Child, error) {
 	trace.Mark("supervisor.start-msg")
 	_, _ = k.ctrl.WriteString(command{op: msgStart, deadline: deadline, env: env}.String())
-	return k.started(log)
+	return k.started(deadline, log)
 }
 
 // cancel closes the keeper's pipe, which ends a keeper waiting for its
@@ -240,15 +255,17 @@ func (k *keeperProc) cancel() {
 	k.ctrl.Close()
 	_ = k.wait()
 	k.stat.Close()
+	k.cg.remove(k.log)
 }
 
 // started reads the keeper's first report and hands the keeper to a Child.
-func (k *keeperProc) started(log hclog.Logger) (*Child, error) {
+func (k *keeperProc) started(deadline time.Duration, log hclog.Logger) (*Child, error) {
 	status := bufio.NewScanner(k.stat)
 	err := readHello(status)
 	var pid int
+	var inCgroup bool
 	if err == nil {
-		pid, err = readStarted(status)
+		pid, inCgroup, err = readStarted(status)
 	}
 	if err != nil {
 		k.cancel()
@@ -267,8 +284,14 @@ func (k *keeperProc) started(log hclog.Logger) (*Child, error) {
 		}
 		return nil, err
 	}
-	c := &Child{log: log, ctrl: k.ctrl, done: make(chan struct{}), pid: pid}
+	c := &Child{log: log, ctrl: k.ctrl, done: make(chan struct{}), pid: pid, keeper: k,
+		fence: k.fence, moved: make(chan struct{}, 1)}
+	c.fence.Deadline = deadline
+	if inCgroup {
+		c.cg = k.cg.child
+	}
 	go c.wait(k, status)
+	go c.superviseFence()
 	return c, nil
 }
 
@@ -283,22 +306,25 @@ func readHello(status *bufio.Scanner) error {
 	return nil
 }
 
-func readStarted(status *bufio.Scanner) (int, error) {
+// readStarted reads the keeper's report of the start: the child's pid, and
+// whether it runs in the cgroup it was given.
+func readStarted(status *bufio.Scanner) (int, bool, error) {
 	if !status.Scan() {
-		return 0, errKeeperEnded
+		return 0, false, errKeeperEnded
 	}
 	f := strings.SplitN(status.Text(), " ", 3)
 	switch {
-	case f[0] == msgStarted && len(f) == 2:
-		return strconv.Atoi(f[1])
+	case f[0] == msgStarted && (len(f) == 2 || len(f) == 3 && f[2] == startedInCgroup):
+		pid, err := strconv.Atoi(f[1])
+		return pid, len(f) == 3, err
 	case f[0] == msgPastFence && len(f) == 2:
 		late, _ := strconv.ParseInt(f[1], 10, 64)
-		return 0, fmt.Errorf("%w (%s late)", ErrPastFence, time.Duration(late))
+		return 0, false, fmt.Errorf("%w (%s late)", ErrPastFence, time.Duration(late))
 	case f[0] == msgFailed && len(f) == 3:
 		code, _ := strconv.Atoi(f[1])
-		return 0, &ExecError{Code: code, Msg: f[2]}
+		return 0, false, &ExecError{Code: code, Msg: f[2]}
 	}
-	return 0, fmt.Errorf("keeper said %q", status.Text())
+	return 0, false, fmt.Errorf("keeper said %q", status.Text())
 }
 
 // wait is the only goroutine that waits on the keeper. It publishes the
@@ -307,32 +333,36 @@ func readStarted(status *bufio.Scanner) (int, error) {
 // the keeper, the supervisor kills the child's group and every orphan the
 // keeper left (this process is a subreaper, so they are its children now).
 func (c *Child) wait(k *keeperProc, status *bufio.Scanner) {
-	published := false
-	for !published && status.Scan() {
+	defer k.cg.remove(c.log)
+	for status.Scan() {
 		f := strings.Fields(status.Text())
 		if (len(f) == 3 || len(f) == 4 && f[3] == exitSignaled) && f[0] == msgExit {
 			if code, err := strconv.Atoi(f[1]); err == nil {
 				// The keeper reports only once nothing it started is left,
-				// so the result is final now; its own exit can follow in
-				// its time, off the path to the revoke.
+				// so the result is final now, once the kernel agrees where
+				// it can tell; the keeper's own exit can follow in its
+				// time, off the path to the revoke.
 				trace.Mark("supervisor.exit-report")
+				c.emptyCgroup("after the keeper's report")
 				c.publish(Result{Code: code, Reason: Reason(f[2]), Signaled: len(f) == 4})
-				published = true
-				// Let the term loop that publish woke take the revoke
-				// out first: with etcdlead's one P (main.go), the wait
-				// below would otherwise go before it.
-				runtime.Gosched()
+				k.stat.Close()
+				_ = k.wait()
+				return
 			}
 		}
 	}
 	k.stat.Close()
 	werr := k.wait()
-	if published {
-		return
+	if c.cg != "" {
+		_ = c.cg.kill()
 	}
 	o := killOrphans(c.pid)
-	c.log.Error("keeper died without a report; killed the child's group and what the keeper left, waiting for them to end",
-		"pgid", c.pid, "error", werr, "bound", orphanWait)
+	if c.supervisorFenced() {
+		c.log.Warn("killed the keeper, the child's group and what the keeper left, waiting for them to end", "pgid", c.pid, "bound", orphanWait)
+	} else {
+		c.log.Error("keeper died without a report; killed the child's group and what the keeper left, waiting for them to end",
+			"pgid", c.pid, "error", werr, "bound", orphanWait)
+	}
 	if subreaperErr != nil {
 		c.log.Error("not a child subreaper: what the keeper left went to init, out of reach", "error", subreaperErr)
 	}
@@ -341,7 +371,32 @@ func (c *Child) wait(k *keeperProc, status *bufio.Scanner) {
 	} else {
 		c.log.Info("every process the keeper left has ended")
 	}
-	c.publish(Result{Code: SignalExit(syscall.SIGKILL), Reason: ReasonKeeperLost})
+	c.emptyCgroup("after the keeper's death")
+	reason := ReasonKeeperLost
+	if c.supervisorFenced() {
+		reason = ReasonFenced
+	}
+	c.publish(Result{Code: SignalExit(syscall.SIGKILL), Reason: reason})
+}
+
+// emptyCgroup returns once the child's cgroup holds no live process: the
+// kernel's word that nothing of the term can run, whatever the keeper
+// said. SIGKILL ends a process at once unless it sleeps uninterruptibly in
+// the kernel; after orphanWait the term ends without it, as it runs no
+// more code of its own.
+func (c *Child) emptyCgroup(when string) {
+	if c.cg == "" {
+		return
+	}
+	busy, err := c.cg.populated()
+	if !busy && err == nil {
+		return
+	}
+	c.log.Error("the child's cgroup still holds processes "+when+"; killing them", "cgroup", string(c.cg), "error", err)
+	_ = c.cg.kill()
+	if !c.cg.await(orphanWait, func() bool { p, err := c.cg.populated(); return !p && err == nil }) {
+		c.log.Error("processes in the child's cgroup still run after SIGKILL; ending the term without them", "cgroup", string(c.cg))
+	}
 }
 
 func (c *Child) publish(res Result) {
@@ -366,8 +421,12 @@ func (c *Child) Result() Result {
 	return c.res
 }
 
-// SetDeadline moves the fence to a later boot-clock deadline.
-func (c *Child) SetDeadline(d time.Duration) { c.send(command{op: msgDeadline, deadline: d}) }
+// SetDeadline moves the fence to a later boot-clock deadline, the
+// keeper's and this process's own.
+func (c *Child) SetDeadline(d time.Duration) {
+	c.send(command{op: msgDeadline, deadline: d})
+	c.moveFence(d)
+}
 
 // Stop sends sig to the group, then SIGKILL after the kill timeout (or at the
 // fence, if that comes first).

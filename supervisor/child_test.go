@@ -56,6 +56,14 @@ func helperChild(mode string) int {
 	if mode == "escapees" && !startEscapees() {
 		return 2
 	}
+	if mode == "churn" {
+		pids, ok := startChurn(churners)
+		if !ok {
+			return 2
+		}
+		fmt.Printf("churn %s\n", strings.Trim(fmt.Sprint(pids), "[]"))
+		signal.Ignore(syscall.SIGTERM)
+	}
 	if mode == "grandchild" {
 		self, _ := os.Executable()
 		gc := exec.Command(self)
@@ -95,6 +103,35 @@ func startEscapees() bool {
 	return true
 }
 
+// churners is how many shell loops mode "churn" starts: a tree that forks
+// faster than any walk of it, as the promise must hold against (issue's
+// ≥ 100 descendants that ignore SIGTERM).
+const churners = 100
+
+// startChurn starts n shell loops that ignore SIGTERM and fork and exec
+// without pause, every other one in a session of its own.
+func startChurn(n int) ([]int, bool) {
+	// Each loop waits for the end of this pipe, so that all start at once
+	// instead of each start competing with the loops already running.
+	gate, open, err := os.Pipe()
+	if err != nil {
+		return nil, false
+	}
+	defer open.Close()
+	defer gate.Close()
+	var pids []int
+	for i := range n {
+		sh := exec.Command("/bin/sh", "-c", `trap '' TERM; read go; while :; do /bin/sleep 0.05; done`)
+		sh.Stdin = gate
+		sh.SysProcAttr = &syscall.SysProcAttr{Setsid: i%2 == 1}
+		if err := sh.Start(); err != nil {
+			return nil, false
+		}
+		pids = append(pids, sh.Process.Pid)
+	}
+	return pids, true
+}
+
 type started struct {
 	c     *Child
 	lines chan string
@@ -120,6 +157,13 @@ func startHelper(t *testing.T, mode string, mutate func(*Spec)) *started {
 	if err != nil {
 		r.Close()
 		t.Fatalf("Start: %v", err)
+	}
+	if contain.Mode == ContainCgroup {
+		// A test of the cgroup must not pass on the process group.
+		if c.cg == "" {
+			t.Fatal("the child was not started in a cgroup")
+		}
+		inCgroup(t, c.Pid())
 	}
 	lines := make(chan string, 64)
 	go func() {

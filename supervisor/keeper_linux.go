@@ -44,7 +44,8 @@ type keeperConfig struct {
 	fence      Fence
 	logLevel   string
 	logJSON    bool
-	env        []string // from "start": added to the keeper's own environment for the child
+	cgroup     cgroupDir // the child's cgroup; "": its process group alone
+	env        []string  // from "start": added to the keeper's own environment for the child
 }
 
 // parseKeeperArgs takes every value from launch and has no defaults of its
@@ -61,10 +62,12 @@ func parseKeeperArgs(args []string) (keeperConfig, error) {
 	fs.StringVar(&kc.path, "path", "", "")
 	fs.StringVar(&kc.logLevel, "log-level", "", "")
 	fs.BoolVar(&kc.logJSON, "log-json", false, "")
+	cg := fs.String("cgroup", "", "")
 	if err := fs.Parse(args); err != nil {
 		return kc, err
 	}
 	kc.killSignal = syscall.Signal(*sig)
+	kc.cgroup = cgroupDir(*cg)
 	kc.argv = fs.Args()
 	switch {
 	case kc.path == "" || len(kc.argv) == 0:
@@ -109,12 +112,6 @@ func RunKeeper(args []string) int {
 		fmt.Fprintln(os.Stderr, "etcdlead keeper:", err)
 		return ExitFailure
 	}
-	// The keeper's work is serial: a pipe message, a timer, a reap. With
-	// one P the runtime has no idle processor to wake and spin for each of
-	// them, which is most of what an idle keeper spends. Set here rather
-	// than through GOMAXPROCS in the environment, which the child would
-	// inherit.
-	runtime.GOMAXPROCS(1)
 	// Caught rather than ignored, so the child starts with default
 	// dispositions; the keeper obeys the pipe, not stray signals. Caught
 	// before the first log line too: SIGPIPE from a closed stderr must not
@@ -131,10 +128,6 @@ func RunKeeper(args []string) int {
 	// them, or the supervisor could not see the keeper's death as EOF.
 	syscall.CloseOnExec(ctrlFD)
 	syscall.CloseOnExec(statusFD)
-	// Read through the runtime's poller: a read blocked in the kernel would
-	// hold the keeper's one P after each message, and the loop the message
-	// woke could not run until the runtime took the P back.
-	_ = unix.SetNonblock(ctrlFD, true)
 	ctrl := os.NewFile(ctrlFD, "ctrl")
 
 	// Orphans of the child's tree, in whatever group or session, are
@@ -158,8 +151,10 @@ func RunKeeper(args []string) int {
 	clock.arm(g.next())
 	tty, ttyPgrp := foreground()
 	started := make(chan startResult, 1)
-	reaped := make(chan reapEvent, 16)
-	go runChild(kc, tty, started, reaped)
+	exited := make(chan struct{})
+	release := make(chan struct{})
+	defer close(release)
+	go runChild(kc, tty, started, exited, release)
 	res := <-started
 	switch {
 	case res.pastFence:
@@ -170,12 +165,21 @@ func RunKeeper(args []string) int {
 		fmt.Fprintf(status, "%s %d %s\n", msgFailed, res.code, res.err)
 		return 0
 	}
-	fmt.Fprintf(status, "%s %d\n", msgStarted, res.pid)
-	log.Debug("child started", "pid", res.pid)
+	cg := kc.cgroup
+	if res.cgroupErr != nil {
+		cg = ""
+		log.Warn("cannot start the child in its cgroup; containing it by its process group instead", "cgroup", string(kc.cgroup), "error", res.cgroupErr)
+	}
+	if cg != "" {
+		fmt.Fprintf(status, "%s %d %s\n", msgStarted, res.pid, startedInCgroup)
+	} else {
+		fmt.Fprintf(status, "%s %d\n", msgStarted, res.pid)
+	}
+	log.Debug("child started", "pid", res.pid, "cgroup", string(cg))
 
-	k := &keeper{log: log, pgid: res.pid, pid: res.pid, g: g, clock: clock, sweeps: map[syscall.Signal]*sweep{}}
-	k.loop(cmds, reaped, absorbed.C)
-	k.closeSweeps()
+	k := newKeeper(log, res.pid, g, clock, cg)
+	defer k.close()
+	k.loop(cmds, exited, absorbed.C)
 	if tty {
 		restoreForeground(res.pid, ttyPgrp)
 	}
@@ -184,6 +188,11 @@ func RunKeeper(args []string) int {
 		fmt.Fprintf(status, "%s %d %s %s\n", msgExit, g.exitCode(), g.reason, exitSignaled)
 	} else {
 		fmt.Fprintf(status, "%s %d %s\n", msgExit, g.exitCode(), g.reason)
+	}
+	if g.reason == ReasonOrphaned && cg != "" {
+		// Nobody else will: the supervisor is gone. Its own cgroup and
+		// this keeper's are left to the next etcdlead's clean-up.
+		_ = cg.remove()
 	}
 	return 0
 }
@@ -221,30 +230,52 @@ type startResult struct {
 	pid       int
 	code      int
 	err       error
+	cgroupErr error         // the child runs, but not in its cgroup
 	pastFence bool          // refused: the fence point had passed
 	late      time.Duration // by how much
 }
 
-type reapEvent struct {
-	pid    int
-	status syscall.WaitStatus
-}
-
-// runChild starts the child and is the only waiter in the keeper. It stays
-// on one locked OS thread for the child's whole life: Pdeathsig fires when
-// the thread that forked the child exits, not the process.
-func runChild(kc keeperConfig, tty bool, started chan<- startResult, reaped chan<- reapEvent) {
+// runChild starts the child and tells of its exit, closing exited, without
+// reaping it: the keeper reaps it only once nothing else of its tree is
+// left, so its pid, which is its process group's id, cannot be reused while
+// the keeper may still signal the group. It stays on one locked OS thread
+// until release: Pdeathsig fires when the thread that forked the child
+// exits, not the process.
+func runChild(kc keeperConfig, tty bool, started chan<- startResult, exited, release chan struct{}) {
 	runtime.LockOSThread()
-	cmd := &exec.Cmd{
-		Path: kc.path, Args: kc.argv,
-		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-		Env: append(os.Environ(), kc.env...),
-		SysProcAttr: &syscall.SysProcAttr{
-			Setpgid:    true,
-			Pdeathsig:  syscall.SIGKILL,
-			Foreground: tty,
-			Ctty:       0,
-		},
+	defer func() { <-release }()
+	command := func(cgroupFD int) *exec.Cmd {
+		return &exec.Cmd{
+			Path: kc.path, Args: kc.argv,
+			Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+			Env: append(os.Environ(), kc.env...),
+			SysProcAttr: &syscall.SysProcAttr{
+				// A group of its own, and where no terminal is in the
+				// way, a session too: the kernel's autogroup scheduling
+				// then shares the CPU between sessions before processes,
+				// so a child's tree that takes every CPU it can does not
+				// starve the keeper and the supervisor, in the session
+				// the child leaves, of the time to fence it.
+				Setsid:      !tty,
+				Setpgid:     tty,
+				Pdeathsig:   syscall.SIGKILL,
+				Foreground:  tty,
+				Ctty:        0,
+				UseCgroupFD: cgroupFD >= 0,
+				CgroupFD:    cgroupFD,
+			},
+		}
+	}
+	cgroupFD := -1
+	var cgroupErr error
+	if kc.cgroup != "" {
+		fd, err := unix.Open(string(kc.cgroup), unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			cgroupErr = err
+		} else {
+			cgroupFD = fd
+			defer unix.Close(fd)
+		}
 	}
 	// The last moment before the fork: a child started past its fence point
 	// would run beside a successor that may already lead.
@@ -254,29 +285,29 @@ func runChild(kc keeperConfig, tty bool, started chan<- startResult, reaped chan
 			return
 		}
 	}
-	if err := cmd.Start(); err != nil {
+	cmd := command(cgroupFD)
+	err := cmd.Start()
+	if err != nil && cgroupFD >= 0 {
+		// The kernel refused the cgroup (a limit reached since it was
+		// made, say), not the command: start it without.
+		cgroupErr = err
+		cmd = command(-1)
+		err = cmd.Start()
+	}
+	if err != nil {
 		started <- startResult{code: execFailureCode(err), err: err}
 		return
 	}
-	trace.MarkInt("keeper.forked", "pid", int64(cmd.Process.Pid))
-	started <- startResult{pid: cmd.Process.Pid}
-	defer close(reaped)
-	// Wait4 blocks in the kernel and holds the keeper's one P until the
-	// runtime takes it back; each yield below lets the loop just woken
-	// (started, reaped) run first.
-	runtime.Gosched()
+	pid := cmd.Process.Pid
+	trace.MarkInt("keeper.forked", "pid", int64(pid))
+	started <- startResult{pid: pid, cgroupErr: cgroupErr}
+	defer close(exited)
 	for {
-		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, unix.WALL, nil)
-		if err == syscall.EINTR {
-			continue
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return
 		}
-		if err != nil {
-			return // ECHILD: nothing left to reap
-		}
-		trace.MarkInt("keeper.reaped", "pid", int64(pid))
-		reaped <- reapEvent{pid: pid, status: ws}
-		runtime.Gosched()
 	}
 }
 

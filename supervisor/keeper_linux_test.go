@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,7 +28,7 @@ import (
 // parent-pid scan in the keeper sets this variable in its environment.
 func init() {
 	if os.Getenv("SUPERVISOR_TEST_STAT_SCAN") != "" {
-		procStatScan = true
+		procStatScan.Store(true)
 	}
 }
 
@@ -61,9 +62,13 @@ func exitsBy(t *testing.T, pid int, at time.Duration) bool {
 		t.Fatalf("pidfd_open(%d): %v", pid, err)
 	}
 	defer unix.Close(fd)
-	ms := max(int((at-Now())/time.Millisecond), 0)
-	n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ms)
-	return err == nil && n == 1
+	for {
+		ms := max(int((at-Now())/time.Millisecond), 0)
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ms)
+		if err != unix.EINTR { // a child of this process stopping interrupts it
+			return err == nil && n == 1
+		}
+	}
 }
 
 // holders waits for the helper's "ready" and the two "held pid=N" lines
@@ -107,10 +112,57 @@ func checkGone(t *testing.T, what string, pids ...int) {
 func eachWalk(t *testing.T, f func(t *testing.T, env []string)) {
 	t.Run("children-files", func(t *testing.T) { f(t, nil) })
 	t.Run("stat-scan", func(t *testing.T) {
-		procStatScan = true
-		t.Cleanup(func() { procStatScan = false })
+		procStatScan.Store(true)
+		t.Cleanup(func() { procStatScan.Store(false) })
 		f(t, []string{"SUPERVISOR_TEST_STAT_SCAN=1"})
 	})
+}
+
+// eachContainment runs f with the child contained by its process group and
+// the walk of the tree, then by a cgroup of its own (which needs root and a
+// writable cgroup v2 hierarchy: under CI, where both are given, their
+// absence fails the test).
+func eachContainment(t *testing.T, f func(t *testing.T)) {
+	t.Run("process-group", f)
+	t.Run("cgroup", func(t *testing.T) {
+		useCgroups(t)
+		f(t)
+	})
+}
+
+func useCgroups(t *testing.T) {
+	t.Helper()
+	if err := CgroupSupport(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("cgroup containment unavailable under CI: %v", err)
+		}
+		t.Skipf("cgroup containment unavailable: %v", err)
+	}
+	c, err := Contain(ContainCgroup, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ReleaseContainment()
+		if _, err := os.Stat(c.Dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("this process's cgroup %s is left behind (%v)", c.Dir, err)
+		}
+		contain.Lock()
+		contain.Containment = Containment{}
+		contain.Unlock()
+	})
+}
+
+// inCgroup fails unless pid runs in a cgroup below this process's.
+func inCgroup(t *testing.T, pid int) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "/"+filepath.Base(contain.Dir)+"/") {
+		t.Fatalf("process %d is not in a cgroup below %s: %q", pid, contain.Dir, b)
+	}
 }
 
 // A stderr that nobody reads, full to the brim: the fence still stops the
@@ -147,14 +199,16 @@ func TestFenceNotHeldUpByBlockedStderr(t *testing.T) {
 // A stop reaches descendants in another process group and another session,
 // and the report comes only once they are gone.
 func TestStopReachesEveryDescendant(t *testing.T) {
-	eachWalk(t, func(t *testing.T, env []string) {
-		s := startHelper(t, "escapees", func(sp *Spec) { sp.Env = append(sp.Env, env...) })
-		holders := s.holders(t)
-		s.c.Stop(syscall.SIGTERM)
-		if got := s.result(t); got != (Result{Code: 143, Reason: ReasonStopped}) {
-			t.Fatalf("got %+v, want 143 stopped", got)
-		}
-		checkGone(t, "holder", holders...)
+	eachContainment(t, func(t *testing.T) {
+		eachWalk(t, func(t *testing.T, env []string) {
+			s := startHelper(t, "escapees", func(sp *Spec) { sp.Env = append(sp.Env, env...) })
+			holders := s.holders(t)
+			s.c.Stop(syscall.SIGTERM)
+			if got := s.result(t); got != (Result{Code: 143, Reason: ReasonStopped}) {
+				t.Fatalf("got %+v, want 143 stopped", got)
+			}
+			checkGone(t, "holder", holders...)
+		})
 	})
 }
 
@@ -179,32 +233,36 @@ func TestStopReachesTimeoutAndItsCommand(t *testing.T) {
 
 // The fence, with no word from the supervisor, reaches them too.
 func TestFenceReachesEveryDescendant(t *testing.T) {
-	eachWalk(t, func(t *testing.T, env []string) {
-		s := startHelper(t, "escapees", func(sp *Spec) {
-			sp.Env = append(sp.Env, env...)
-			sp.Deadline = Now() + 2*time.Second
+	eachContainment(t, func(t *testing.T) {
+		eachWalk(t, func(t *testing.T, env []string) {
+			s := startHelper(t, "escapees", func(sp *Spec) {
+				sp.Env = append(sp.Env, env...)
+				sp.Deadline = Now() + 2*time.Second
+			})
+			holders := s.holders(t)
+			if got := s.result(t); got != (Result{Code: 143, Reason: ReasonFenced}) {
+				t.Fatalf("got %+v, want 143 fenced", got)
+			}
+			checkGone(t, "holder", holders...)
 		})
-		holders := s.holders(t)
-		if got := s.result(t); got != (Result{Code: 143, Reason: ReasonFenced}) {
-			t.Fatalf("got %+v, want 143 fenced", got)
-		}
-		checkGone(t, "holder", holders...)
 	})
 }
 
 // The supervisor's death (its pipe closes) reaches them too.
 func TestOrphanedStopReachesEveryDescendant(t *testing.T) {
-	eachWalk(t, func(t *testing.T, env []string) {
-		s := startHelper(t, "escapees", func(sp *Spec) { sp.Env = append(sp.Env, env...) })
-		holders := s.holders(t)
-		s.c.mu.Lock()
-		s.c.ctrl.Close()
-		s.c.ctrl = nil
-		s.c.mu.Unlock()
-		if got := s.result(t); got != (Result{Code: 143, Reason: ReasonOrphaned}) {
-			t.Fatalf("got %+v, want 143 orphaned", got)
-		}
-		checkGone(t, "holder", holders...)
+	eachContainment(t, func(t *testing.T) {
+		eachWalk(t, func(t *testing.T, env []string) {
+			s := startHelper(t, "escapees", func(sp *Spec) { sp.Env = append(sp.Env, env...) })
+			holders := s.holders(t)
+			s.c.mu.Lock()
+			s.c.ctrl.Close()
+			s.c.ctrl = nil
+			s.c.mu.Unlock()
+			if got := s.result(t); got != (Result{Code: 143, Reason: ReasonOrphaned}) {
+				t.Fatalf("got %+v, want 143 orphaned", got)
+			}
+			checkGone(t, "holder", holders...)
+		})
 	})
 }
 
@@ -212,21 +270,23 @@ func TestOrphanedStopReachesEveryDescendant(t *testing.T) {
 // and what the keeper left, and publishes the result only once they are
 // gone. No fence and a long kill timeout: nothing else would kill them.
 func TestKeeperKilledLeavesNoDescendant(t *testing.T) {
-	eachWalk(t, func(t *testing.T, env []string) {
-		s := startHelper(t, "escapees", func(sp *Spec) {
-			sp.Env = append(sp.Env, env...)
-			sp.KillTimeout = time.Hour
+	eachContainment(t, func(t *testing.T) {
+		eachWalk(t, func(t *testing.T, env []string) {
+			s := startHelper(t, "escapees", func(sp *Spec) {
+				sp.Env = append(sp.Env, env...)
+				sp.KillTimeout = time.Hour
+			})
+			holders := s.holders(t)
+			keeper := proctest.ParentOf(t, s.c.Pid())
+			if err := syscall.Kill(keeper, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			if got := s.result(t); got != (Result{Code: 137, Reason: ReasonKeeperLost}) {
+				t.Fatalf("got %+v, want 137 keeper-lost", got)
+			}
+			checkGone(t, "child", s.c.Pid())
+			checkGone(t, "holder", holders...)
 		})
-		holders := s.holders(t)
-		keeper := proctest.ParentOf(t, s.c.Pid())
-		if err := syscall.Kill(keeper, syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		if got := s.result(t); got != (Result{Code: 137, Reason: ReasonKeeperLost}) {
-			t.Fatalf("got %+v, want 137 keeper-lost", got)
-		}
-		checkGone(t, "child", s.c.Pid())
-		checkGone(t, "holder", holders...)
 	})
 }
 
@@ -356,4 +416,96 @@ func TestKeeperRefusesWithoutFenceValues(t *testing.T) {
 	if _, err := parseKeeperArgs([]string{"-path", "/bin/true", "-signal", "15", "-kill-timeout", "1s", "-fence-margin", "100ms", "--", "true"}); err != nil {
 		t.Errorf("keeper with every value refused: %v", err)
 	}
+}
+
+// churnPids waits for mode "churn"'s pids and its ready, and has the
+// loops killed at cleanup should the code under test leave any.
+func (s *started) churnPids(t *testing.T) []int {
+	t.Helper()
+	var pids []int
+	for _, f := range strings.Fields(strings.TrimPrefix(s.expect(t, "churn "), "churn ")) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+	}
+	proctest.KillAtCleanup(t, pids...)
+	s.expect(t, "ready")
+	return pids
+}
+
+// A tree that forks without pause, ignores SIGTERM and leaves the child's
+// group, with the supervisor gone (its pipe closed, as at kill -9): every
+// process of it is gone when the keeper reports, and the report comes (the
+// walk neither holds the keeper nor lets the loops outrun it).
+func TestOrphanedStopReachesForkChurningTree(t *testing.T) {
+	eachContainment(t, func(t *testing.T) {
+		s := startHelper(t, "churn", nil)
+		loops := s.churnPids(t)
+		s.c.mu.Lock()
+		s.c.ctrl.Close()
+		s.c.ctrl = nil
+		s.c.mu.Unlock()
+		if got := s.result(t); got != (Result{Code: 137, Reason: ReasonOrphaned}) {
+			t.Fatalf("got %+v, want 137 orphaned", got)
+		}
+		checkGone(t, "loop", loops...)
+	})
+}
+
+// The same tree with its keeper stopped: the supervisor's own fence kills
+// it by the deadline.
+func TestStoppedKeeperFencesForkChurningTree(t *testing.T) {
+	eachContainment(t, func(t *testing.T) {
+		s := startHelper(t, "churn", func(sp *Spec) {
+			sp.Deadline, sp.KillTimeout, sp.FenceMargin = Now()+time.Hour, 200*time.Millisecond, 500*time.Millisecond
+		})
+		loops := s.churnPids(t)
+		keeper := proctest.ParentOf(t, s.c.Pid())
+		if err := syscall.Kill(keeper, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = syscall.Kill(keeper, syscall.SIGCONT) })
+		// The deadline of a term cut off from etcd: it moves no more.
+		f := Fence{Deadline: Now() + 2*time.Second, KillTimeout: 200 * time.Millisecond, Margin: 500 * time.Millisecond}
+		s.c.moveFenceTo(f.Deadline)
+		for _, pid := range append([]int{s.c.Pid()}, loops...) {
+			if !exitsBy(t, pid, f.Deadline) {
+				t.Fatalf("process %d still runs at the deadline, its keeper stopped", pid)
+			}
+		}
+		if got := s.result(t); got != (Result{Code: 137, Reason: ReasonFenced}) {
+			t.Fatalf("got %+v, want 137 fenced", got)
+		}
+		checkGone(t, "loop", loops...)
+	})
+}
+
+// A keeper stopped (SIGSTOP) fences nothing: the supervisor's own fence
+// kills the child's tree by the deadline, then the keeper, and ends the
+// term only once nothing of it is left.
+func TestStoppedKeeperFencedBySupervisor(t *testing.T) {
+	eachContainment(t, func(t *testing.T) {
+		f := Fence{Deadline: Now() + 3*time.Second, KillTimeout: 200 * time.Millisecond, Margin: 500 * time.Millisecond}
+		s := startHelper(t, "escapees", func(sp *Spec) {
+			sp.Deadline, sp.KillTimeout, sp.FenceMargin = f.Deadline, f.KillTimeout, f.Margin
+		})
+		holders := s.holders(t)
+		keeper := proctest.ParentOf(t, s.c.Pid())
+		if err := syscall.Kill(keeper, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = syscall.Kill(keeper, syscall.SIGCONT) })
+		for _, pid := range append([]int{s.c.Pid()}, holders...) {
+			if !exitsBy(t, pid, f.Deadline) {
+				t.Fatalf("process %d still runs at the deadline, its keeper stopped", pid)
+			}
+		}
+		if got := s.result(t); got != (Result{Code: 137, Reason: ReasonFenced}) {
+			t.Fatalf("got %+v, want 137 fenced", got)
+		}
+		checkGone(t, "child", s.c.Pid())
+		checkGone(t, "holder", holders...)
+	})
 }

@@ -1,8 +1,11 @@
 package supervisor
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -13,46 +16,137 @@ import (
 	"github.com/etcdlead/etcdlead/signals"
 )
 
+// walkBudget bounds one stretch of walking the process tree: a tree that
+// forks faster than it can be walked must not hold the keeper away from
+// its fence timer and its pipe. A walk cut short goes on at the loop's next
+// turn, after whatever fell due meanwhile.
+const walkBudget = 20 * time.Millisecond
+
 // keeper is the keeper process once the child runs: one loop takes the
-// supervisor's commands, the fence clock and the reaper's events, and sends
-// every signal itself.
+// supervisor's commands, the fence clock, the child's exit and the ends of
+// orphans, and sends every signal itself.
 type keeper struct {
 	log    hclog.Logger
 	pgid   int
 	pid    int
 	g      *groupState
 	clock  *fenceClock
+	cg     cgroupDir                 // the child's cgroup; "": its process group alone
+	events *eventsWatch              // changes of cg's cgroup.events
 	sweeps map[syscall.Signal]*sweep // one per stop signal sent, so each process gets it once
+	// unfinished are sweeps whose last walk was cut short.
+	unfinished map[*sweep]bool
+	sigchld    chan os.Signal
+	// kill is the fence's SIGKILL on a thread of its own, and killed tells
+	// the loop it went out.
+	kill   *killTimer
+	killed chan struct{}
+	// leaderReaped: the direct child is reaped, so its pid, the group's
+	// id, may be reused; the group is no longer signalled. Written under
+	// reap, which the kill's thread holds while it signals the group.
+	reap         sync.Mutex
+	leaderReaped bool
 }
 
-// loop runs until the keeper has no child left at all (ECHILD):
-// the child and every descendant, in whatever group or session, are gone,
-// because a subreaper inherits every orphan below it.
-func (k *keeper) loop(cmds <-chan command, reaped <-chan reapEvent, sigs <-chan os.Signal) {
+func newKeeper(log hclog.Logger, pid int, g *groupState, clock *fenceClock, cg cgroupDir) *keeper {
+	k := &keeper{log: log, pgid: pid, pid: pid, g: g, clock: clock, cg: cg,
+		sweeps: map[syscall.Signal]*sweep{}, unfinished: map[*sweep]bool{}, sigchld: make(chan os.Signal, 1),
+		killed: make(chan struct{}, 1)}
+	if kt, err := newKillTimer(k.fenceKill); err != nil {
+		log.Warn("no thread of its own for the fence's SIGKILL; it goes out from the loop", "error", err)
+	} else {
+		k.kill = kt
+	}
+	// Orphans re-parented here end as this process's zombies; each end
+	// says so, and they are reaped by pid (reapOthers).
+	signal.Notify(k.sigchld, syscall.SIGCHLD)
+	if cg != "" {
+		w, err := watchEvents(cg)
+		if err != nil {
+			log.Warn("cannot watch the child's cgroup; looking at it on a tick", "error", err)
+		} else {
+			k.events = w
+		}
+	}
+	return k
+}
+
+func (k *keeper) close() {
+	if k.kill != nil {
+		k.kill.close()
+	}
+	signal.Stop(k.sigchld)
+	if k.events != nil {
+		k.events.close()
+	}
+	for _, sw := range k.sweeps {
+		sw.close()
+	}
+}
+
+// loop runs until nothing of the child's tree is left: the direct child
+// has exited, its cgroup (if any) holds no live process, and the keeper
+// has no other child (a subreaper inherits every orphan below it, in
+// whatever group or session); then it reaps the direct child.
+func (k *keeper) loop(cmds <-chan command, exited <-chan struct{}, sigs <-chan os.Signal) {
+	var changed <-chan struct{}
+	if k.events != nil {
+		changed = k.events.changed
+	}
+	now := make(chan time.Time)
+	close(now)
 	for {
+		// The fence goes first, whatever else waits: a busy turn of the
+		// loop must not hold it up.
+		if due := k.g.next(); due != 0 && Now() >= due {
+			k.fenceCheck()
+		}
 		k.clock.arm(k.g.next())
-		// Once SIGKILL went out, sweep again on a short tick until nothing
-		// is left: a walk of /proc can miss a process that forks or is
-		// re-parented while it reads.
+		if k.kill != nil {
+			k.kill.arm(k.g.nextKill())
+		}
+		// Walks cut short go on at once; once SIGKILL went out, the
+		// tree is swept again on a short tick until nothing is left: a
+		// walk of /proc can miss a process that forks or is re-parented
+		// while it reads.
 		var resweep <-chan time.Time
-		if k.g.killed {
+		switch {
+		case len(k.unfinished) > 0:
+			resweep = now
+		case k.g.killed, k.g.childGone && k.events == nil && k.cg != "":
 			resweep = time.After(keeperTick)
 		}
 		select {
 		case c, ok := <-cmds:
 			k.command(c, ok, &cmds)
-		case ev, ok := <-reaped:
-			if !ok || k.reaped(ev) {
-				return
-			}
+			continue
 		case s := <-sigs:
 			k.log.Debug("keeper ignores signal", "signal", s)
+			continue
 		case <-k.clock.wake:
 			k.fenceCheck()
+			continue
 		case <-k.clock.ticks:
 			k.fenceCheck()
+			continue
+		case <-k.killed:
+			k.fenceCheck()
+		case <-exited:
+			exited = nil
+			sigs := k.g.exited(Now())
+			// A child that leaves nothing behind, the common case, costs
+			// no signal and no walk on the way to the report.
+			if k.finish() {
+				return
+			}
+			k.stopTree(sigs)
+		case <-k.sigchld:
+		case <-changed:
 		case <-resweep:
 			k.resweep()
+		}
+		if k.g.childGone && k.finish() {
+			return
 		}
 	}
 }
@@ -65,30 +159,6 @@ func (k *keeper) command(c command, ok bool, cmds *<-chan command) {
 		return
 	}
 	k.apply(c)
-}
-
-// reaped takes any process the keeper reaped: the child, or an orphan
-// re-parented to it. A descendant that ends while the child runs is simply
-// gone. It reports whether nothing is left: the child is reaped and the
-// keeper has no child at all. A subreaper inherits every orphan below it
-// before the orphan's parent can be reaped, so no descendant can remain;
-// the loop ends then, without waiting for the reaper's own wait4 to say
-// so, which costs two hand-offs of the keeper's one P between the
-// reaper's locked thread and the loop's (keeper_linux.go, runChild).
-func (k *keeper) reaped(ev reapEvent) bool {
-	if ev.pid == k.pid {
-		sigs := k.g.exited(Now(), ev.status)
-		// A child that leaves nothing behind, the common case, costs no
-		// walk of /proc on the way to the report.
-		if !hasChildren() {
-			return true
-		}
-		k.stopTree(sigs)
-	}
-	if k.g.killed {
-		k.resweep()
-	}
-	return k.g.childExit != nil && !hasChildren()
 }
 
 func (k *keeper) apply(c command) {
@@ -119,25 +189,41 @@ func (k *keeper) fenceCheck() {
 // child, which its own descendants in other groups never got from a
 // terminal either.
 func (k *keeper) forward(sig syscall.Signal) {
-	if k.g.childExit != nil {
-		return // its group id may be reused once it is reaped
+	if k.g.childGone {
+		return
 	}
 	if err := syscall.Kill(-k.pgid, sig); err != nil && err != syscall.ESRCH {
 		k.log.Warn("cannot signal the child's group", "signal", signals.Name(sig), "error", err)
 	}
 }
 
-// stopTree sends each stop signal to the child's group and to every
-// descendant of the keeper, whatever its group or session; the log lines
-// come after every signal went out.
+// stopTree sends each stop signal to everything of the child's: with a
+// cgroup, to its members (SIGKILL through cgroup.kill, in one step; a stop
+// signal to its frozen members, once each), else to the child's group and
+// every descendant of the keeper, whatever its group or session, found by
+// a walk of the tree. SIGKILL also goes to the group and the walk with a
+// cgroup, for a descendant that moved itself out of it (which takes write
+// access to another cgroup). The log lines come after every signal went
+// out.
 func (k *keeper) stopTree(sigs []syscall.Signal) {
 	var errs []error
 	for _, s := range sigs {
+		if k.cg != "" {
+			var err error
+			if s == syscall.SIGKILL {
+				err = k.cg.kill()
+			} else {
+				err = k.cg.signalFrozen(s)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s to cgroup %s: %w", signals.Name(s), k.cg, err))
+			}
+			if s != syscall.SIGKILL {
+				continue
+			}
+		}
 		group := 0
-		// Once the child is reaped its pid, the group's id, may be reused;
-		// its group's members are all below the keeper, so the sweep
-		// reaches them.
-		if k.g.childExit == nil {
+		if !k.leaderReaped {
 			group = k.pgid
 			if err := syscall.Kill(-k.pgid, s); err != nil && err != syscall.ESRCH {
 				errs = append(errs, fmt.Errorf("%s to group %d: %w", signals.Name(s), k.pgid, err))
@@ -148,7 +234,7 @@ func (k *keeper) stopTree(sigs []syscall.Signal) {
 			sw = newSweep(os.Getpid(), s, group)
 			k.sweeps[s] = sw
 		}
-		if err := sw.run(); err != nil {
+		if err := k.walk(sw); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", signals.Name(s), err))
 		}
 	}
@@ -157,26 +243,115 @@ func (k *keeper) stopTree(sigs []syscall.Signal) {
 	}
 }
 
-// resweep sends SIGKILL to whatever a walk finds now: orphans re-parented
-// since, processes an earlier walk missed.
+// walk runs a sweep for at most walkBudget, and never past the fence's next
+// action; one cut short is marked to go on.
+func (k *keeper) walk(sw *sweep) error {
+	until := Now() + walkBudget
+	if next := k.g.next(); next != 0 && next < until {
+		until = next
+	}
+	done, err := sw.run(until)
+	if done {
+		delete(k.unfinished, sw)
+	} else {
+		k.unfinished[sw] = true
+	}
+	return err
+}
+
+// resweep goes on with the walks cut short, then, once SIGKILL went out,
+// sends it again to whatever a walk finds now (orphans re-parented since,
+// processes an earlier walk missed) and to the cgroup.
 func (k *keeper) resweep() {
-	if sw := k.sweeps[syscall.SIGKILL]; sw != nil {
-		if err := sw.run(); err != nil {
+	for sw := range k.unfinished {
+		if err := k.walk(sw); err != nil {
+			k.log.Warn("cannot signal every descendant", "error", fmt.Errorf("%s: %w", signals.Name(sw.sig), err))
+		}
+	}
+	if sw := k.sweeps[syscall.SIGKILL]; sw != nil && !k.unfinished[sw] {
+		if k.cg != "" {
+			_ = k.cg.kill()
+		}
+		if err := k.walk(sw); err != nil {
 			k.log.Warn("cannot signal every descendant", "error", fmt.Errorf("SIGKILL: %w", err))
 		}
 	}
 }
 
-func (k *keeper) closeSweeps() {
-	for _, sw := range k.sweeps {
-		sw.close()
+// fenceKill is the fence's SIGKILL, sent from the kill timer's own thread
+// whatever the loop is doing: to the child's group (while its leader is
+// not reaped), its cgroup, and every process a walk of the tree finds. The
+// loop then sends it its own way too (groupState.tick), and sweeps on.
+func (k *keeper) fenceKill() {
+	k.reap.Lock()
+	if !k.leaderReaped {
+		_ = syscall.Kill(-k.pgid, syscall.SIGKILL)
+	}
+	k.reap.Unlock()
+	if k.cg != "" {
+		_ = k.cg.kill()
+	}
+	sw := newSweep(os.Getpid(), syscall.SIGKILL, 0)
+	_, _ = sw.run(Now() + fenceWalk)
+	sw.close()
+	select {
+	case k.killed <- struct{}{}:
+	default:
 	}
 }
 
-// hasChildren asks the kernel, without reaping, whether the keeper has any
-// child left.
-func hasChildren() bool {
-	var si unix.Siginfo
-	err := unix.Waitid(unix.P_ALL, 0, &si, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT|unix.WALL, nil)
-	return err != unix.ECHILD
+// finish reaps what has ended and reports whether nothing of the tree is
+// left; if so it reaps the direct child, whose exit was seen, last.
+func (k *keeper) finish() bool {
+	if k.cg != "" {
+		if busy, err := k.cg.populated(); busy || err != nil {
+			return false
+		}
+	}
+	if k.reapOthers() > 0 {
+		return false
+	}
+	if !k.leaderReaped {
+		var ws syscall.WaitStatus
+		k.reap.Lock()
+		for {
+			_, err := syscall.Wait4(k.pid, &ws, unix.WALL, nil)
+			if err != syscall.EINTR {
+				break
+			}
+		}
+		k.g.reaped(ws)
+		k.leaderReaped = true
+		k.reap.Unlock()
+		trace.MarkInt("keeper.reaped", "pid", int64(k.pid))
+	}
+	// The children files are exact only while no process is re-parented
+	// as they are read; the kernel's own answer confirms. A child found
+	// now keeps the loop going, without the group.
+	for {
+		pid, err := syscall.Wait4(-1, nil, unix.WALL|syscall.WNOHANG, nil)
+		switch {
+		case err == syscall.ECHILD:
+			return true
+		case err == syscall.EINTR, err == nil && pid > 0:
+			continue
+		}
+		return false
+	}
+}
+
+// reapOthers reaps, by pid, every child but the direct one that has ended,
+// and returns how many still run. By pid: a wait for any child would reap
+// the direct child too.
+func (k *keeper) reapOthers() (running int) {
+	for _, pid := range hostProcfs().lister()(os.Getpid()) {
+		if pid == k.pid {
+			continue
+		}
+		got, err := syscall.Wait4(pid, nil, unix.WALL|syscall.WNOHANG, nil)
+		if err == nil && got == 0 || err != nil && !errors.Is(err, syscall.ECHILD) {
+			running++
+		}
+	}
+	return running
 }

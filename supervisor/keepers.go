@@ -1,6 +1,11 @@
 package supervisor
 
-import "sync"
+import (
+	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
 
 // keepers are this process's live keeper processes. When a keeper dies, its
 // orphans become this process's children beside the other keepers, and the
@@ -11,12 +16,27 @@ var keepers = struct {
 }{procs: make(map[int]*keeperProc)}
 
 // start starts the keeper process and registers it in one step, so that no
-// look for orphans takes it for one.
-func (k *keeperProc) start() error {
+// look for orphans takes it for one. The keeper goes into its term's keeper
+// cgroup, where there is one, so that a later etcdlead can tell that it
+// still runs (removeStale); a keeper that cannot be started there starts
+// beside its supervisor.
+func (k *keeperProc) start(spec Spec, ctrlR, statW *os.File) error {
 	keepers.Lock()
 	defer keepers.Unlock()
-	if err := k.cmd.Start(); err != nil {
-		return err
+	var err error
+	if k.cg.keeper != "" {
+		var fd int
+		if fd, err = unix.Open(string(k.cg.keeper), unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+			k.cmd = keeperCmd(k.path, spec, ctrlR, statW, k.cg, fd)
+			err = k.cmd.Start()
+			unix.Close(fd)
+		}
+	}
+	if k.cg.keeper == "" || err != nil {
+		k.cmd = keeperCmd(k.path, spec, ctrlR, statW, k.cg, -1)
+		if err = k.cmd.Start(); err != nil {
+			return err
+		}
 	}
 	keepers.procs[k.cmd.Process.Pid] = k
 	return nil

@@ -16,6 +16,7 @@ type groupState struct {
 	stopping  bool          // the stop signal went out
 	graceEnd  time.Duration // SIGKILL at this time while stopping
 	killed    bool          // SIGKILL went out
+	childGone bool          // the direct child has exited (it is reaped last)
 	childExit *syscall.WaitStatus
 }
 
@@ -60,10 +61,14 @@ func (s *groupState) orphaned(now time.Duration) []syscall.Signal {
 
 // exited records the direct child's end. The rest of its group (a shell's
 // background jobs, say) is stopped too: a term ends only when the group is.
-func (s *groupState) exited(now time.Duration, ws syscall.WaitStatus) []syscall.Signal {
-	s.childExit = &ws
+func (s *groupState) exited(now time.Duration) []syscall.Signal {
+	s.childGone = true
 	return s.stop(now, s.killSignal, ReasonExited)
 }
+
+// reaped records the direct child's exit status, taken when it is reaped,
+// once nothing else of its tree is left.
+func (s *groupState) reaped(ws syscall.WaitStatus) { s.childExit = &ws }
 
 // tick applies the clock: the fence first, then the end of a grace period.
 func (s *groupState) tick(now time.Duration) []syscall.Signal {
@@ -114,4 +119,20 @@ func (s *groupState) next() time.Duration {
 		consider(s.fence.KillAt())
 	}
 	return next
+}
+
+// nextKill is when the next SIGKILL is due, or 0: the fence's SIGKILL
+// point, or the end of a stop's grace, until SIGKILL went out.
+func (s *groupState) nextKill() time.Duration {
+	if s.killed {
+		return 0
+	}
+	var at time.Duration
+	if s.fence.Deadline != 0 {
+		at = s.fence.KillAt()
+	}
+	if s.stopping && (at == 0 || s.graceEnd < at) {
+		at = max(s.graceEnd, 1)
+	}
+	return at
 }

@@ -40,7 +40,7 @@ type orphans struct{ sw *sweep }
 // child of this process that is not a live keeper, with everything below
 // it. Keepers are left alone, with their trees: they are another term's.
 func killOrphans(pgid int) *orphans {
-	if pgid > 0 {
+	if pgid > 0 && isOwnOrphan(pgid) {
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	}
 	o := &orphans{sw: newSweep(os.Getpid(), syscall.SIGKILL, 0)}
@@ -52,7 +52,19 @@ func killOrphans(pgid int) *orphans {
 func (o *orphans) sweep() {
 	keepers.Lock()
 	defer keepers.Unlock()
-	_ = o.sw.run()
+	_, _ = o.sw.run(Now() + walkBudget)
+}
+
+// isOwnOrphan reports whether pid is a child of this process and no
+// keeper: the direct child of a dead keeper, which the keeper never reaped
+// (it reaps it last), so its pid, its group's id, is not yet free for
+// reuse. A group is signalled only then; else the sweep alone reaches what
+// is left.
+func isOwnOrphan(pid int) bool {
+	st, err := hostProcfs().stat(pid)
+	keepers.Lock()
+	defer keepers.Unlock()
+	return err == nil && st.ppid == os.Getpid() && !isKeeper(pid)
 }
 
 // wait sweeps and reaps until no orphan is left, or bound passes; it

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"syscall"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 // KeeperArg is argv[1] of the hidden keeper mode of the etcdlead binary.
@@ -41,3 +44,37 @@ func killOrphans(int) *orphans { return &orphans{} }
 func (*orphans) wait(time.Duration) int { return 0 }
 
 const orphanWait = 0
+
+// Containment modes; elsewhere than Linux nothing runs (ErrUnsupported).
+const (
+	ContainAuto         = "auto"
+	ContainCgroup       = "cgroup"
+	ContainProcessGroup = "process-group"
+)
+
+type Containment struct{ Mode, Dir, Why string }
+
+var ErrNoCgroup = errors.New("no cgroup containment")
+
+func Contain(string, hclog.Logger) (Containment, error) { return Containment{}, ErrUnsupported }
+
+func ReleaseContainment() {}
+
+func CgroupSupport() error { return ErrUnsupported }
+
+type cgroupDir string
+
+func (cgroupDir) populated() (bool, error)              { return false, nil }
+func (cgroupDir) kill() error                           { return nil }
+func (cgroupDir) await(time.Duration, func() bool) bool { return true }
+
+type termCgroups struct{ dir, keeper, child cgroupDir }
+
+func newTermCgroups(hclog.Logger) termCgroups { return termCgroups{} }
+func (termCgroups) remove(hclog.Logger)       {}
+
+func intoCgroup(*syscall.SysProcAttr, int) {}
+
+func (*Child) superviseFence()         {}
+func (*Child) moveFence(time.Duration) {}
+func (*Child) supervisorFenced() bool  { return false }

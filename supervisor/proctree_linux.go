@@ -7,7 +7,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -22,12 +24,12 @@ type procfs struct {
 
 // procStatScan makes every walk use the parent-pid scan; tests set it to
 // exercise the fallback on kernels that have the children files.
-var procStatScan = false
+var procStatScan atomic.Bool
 
 func hostProcfs() procfs {
 	self := os.Getpid()
 	_, err := os.Stat(fmt.Sprintf("/proc/%d/task/%d/children", self, self))
-	return procfs{root: "/proc", scan: procStatScan || err != nil}
+	return procfs{root: "/proc", scan: procStatScan.Load() || err != nil}
 }
 
 type procStat struct{ ppid, pgrp int }
@@ -123,12 +125,6 @@ func readNames(dir string) ([]string, error) {
 	return f.Readdirnames(-1)
 }
 
-// maxWalks bounds one sweep: a tree that forks faster than it can be walked
-// would otherwise hold the keeper in the walk, away from its fence timer.
-// What a sweep misses, the next one finds (the keeper sweeps again on every
-// reap and tick once SIGKILL went out).
-const maxWalks = 32
-
 // A sweep sends one signal, once, to every process below root, whatever its
 // group or session. Processes are held by pidfd from the moment they are
 // found, so a pid that dies and is reused meanwhile is never signalled, and a
@@ -151,32 +147,40 @@ func newSweep(root int, sig syscall.Signal, group int) *sweep {
 	return &sweep{fs: hostProcfs(), root: root, sig: sig, group: group, seen: make(map[int]int)}
 }
 
-// run walks until a walk finds nothing new, at most maxWalks times. It
-// returns the first error other than ESRCH (a process may lack the
-// permission to signal a setuid descendant).
-func (s *sweep) run() error {
-	var first error
-	for range maxWalks {
-		fresh, err := s.walk()
+// run walks until a walk finds nothing new, or until boot-clock time
+// until, which also cuts a walk short: a tree that forks faster than it
+// can be walked must not hold the caller past it. It reports whether the
+// sweep is done (its last walk found nothing new), and the first error
+// other than ESRCH (a process may lack the permission to signal a setuid
+// descendant). What a sweep cut short misses, the next run finds.
+func (s *sweep) run(until time.Duration) (done bool, first error) {
+	for {
+		fresh, complete, err := s.walk(until)
 		if first == nil {
 			first = err
 		}
-		if fresh == 0 {
-			break
+		if complete && fresh == 0 {
+			return true, first
+		}
+		if !complete || Now() >= until {
+			return false, first
 		}
 	}
-	return first
 }
 
 // walk goes down from root breadth-first and deals with each process it has
 // not seen: it checks that the process is the child of the parent it was
 // listed under, then signals it. fresh counts those, and those re-parented
-// while it read (the next walk finds them at their new place).
-func (s *sweep) walk() (fresh int, first error) {
+// while it read (the next walk finds them at their new place). complete is
+// false when until came first.
+func (s *sweep) walk(until time.Duration) (fresh int, complete bool, first error) {
 	children := s.fs.lister()
 	type node struct{ pid, fd int }
 	queue := []node{{s.root, -1}}
 	for len(queue) > 0 {
+		if Now() >= until {
+			return fresh, false, first
+		}
 		parent := queue[0]
 		queue = queue[1:]
 		for _, pid := range children(parent.pid) {
@@ -207,7 +211,7 @@ func (s *sweep) walk() (fresh int, first error) {
 			queue = append(queue, node{pid, fd})
 		}
 	}
-	return fresh, first
+	return fresh, true, first
 }
 
 // errMoved is a process listed under one parent and found under another.

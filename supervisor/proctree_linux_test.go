@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestParseStat(t *testing.T) {
@@ -51,7 +52,7 @@ func TestStatScanSeesWhatChildrenFilesSee(t *testing.T) {
 	t.Cleanup(func() {
 		// SIGKILL to the sleeps lets the shell's wait return.
 		s := &sweep{fs: procfs{root: "/proc", scan: true}, root: sh, sig: syscall.SIGKILL, seen: map[int]int{}}
-		_ = s.run()
+		_, _ = s.run(Now() + time.Second)
 		s.close()
 		_ = cmd.Wait()
 	})
@@ -71,8 +72,8 @@ func TestStatScanSeesWhatChildrenFilesSee(t *testing.T) {
 	// Both walks find them below this process.
 	for _, s := range []*sweep{{fs: host, root: os.Getpid(), sig: 0, seen: map[int]int{}},
 		{fs: procfs{root: "/proc", scan: true}, root: os.Getpid(), sig: 0, seen: map[int]int{}}} {
-		if err := s.run(); err != nil {
-			t.Fatal(err)
+		if done, err := s.run(Now() + 20*time.Second); !done || err != nil {
+			t.Fatalf("walk: done %v, %v", done, err)
 		}
 		for _, pid := range append(files, sh) {
 			if _, ok := s.seen[pid]; !ok {

@@ -15,7 +15,7 @@ import (
 //	supervisor -> keeper: "start NS [QUOTED-ENV...]" (first, once)
 //	                      | "deadline NS" | "stop SIGNUM" | "kill" | "signal SIGNUM"
 //	keeper -> supervisor: "keeper PROTOCOL" (first, once)
-//	                      then "started PID" | "failed CODE MESSAGE" | "past-fence LATE_NS"
+//	                      then "started PID [cgroup]" | "failed CODE MESSAGE" | "past-fence LATE_NS"
 //	                      then "exit CODE REASON [signaled]"
 //
 // The keeper may be a binary of its own (cmd/etcdlead-keeper) from another
@@ -35,7 +35,9 @@ const (
 	msgKill     = "kill"
 	msgSignal   = "signal"
 	msgStarted  = "started"
-	msgFailed   = "failed"
+	// Follows a start's pid when the child runs in the cgroup it was given.
+	startedInCgroup = "cgroup"
+	msgFailed       = "failed"
 	// The keeper refused to start the child: the fence point had passed.
 	msgPastFence = "past-fence"
 	msgExit      = "exit"
@@ -48,7 +50,7 @@ const (
 // arguments: change it with any change to their shape or meaning. A
 // variable, so that a test can build a keeper that speaks another one
 // (-ldflags -X).
-var keeperProtocol = "2"
+var keeperProtocol = "3"
 
 // protocolArg is the keeper's first argument.
 func protocolArg() string { return "-protocol=" + keeperProtocol }

@@ -35,6 +35,8 @@ func main() {
 	escapees := flag.Bool("escapees", false, "start grandchildren outside the process group that share the lock and ignore SIGTERM: "+
 		"one in a new process group, one in a new session, one under timeout(1) if it is installed")
 	hold := flag.Bool("hold", false, "grandchild mode: print ready and wait for SIGKILL")
+	churn := flag.Int("churn", 0, "start this many descendants that share the lock, ignore SIGTERM and fork short-lived processes "+
+		"without pause, every other one in a session of its own: a tree busier than any walk of it")
 	holders := flag.Int("holders", 0, "lock per slot, and at most this many children at once (see the package doc)")
 	flag.Parse()
 
@@ -69,6 +71,9 @@ func main() {
 	}
 	if *escapees {
 		startEscapees(lockFile)
+	}
+	if *churn > 0 {
+		startChurn(lockFile, *churn)
 	}
 	fmt.Printf("ready pid=%d id=%s rev=%s slot=%s slot_rev=%s name=%s election=%s\n", os.Getpid(), id, rev,
 		os.Getenv("ETCDLEAD_SLOT"), os.Getenv("ETCDLEAD_SLOT_REV"), os.Getenv("ETCDLEAD_NAME"), os.Getenv("ETCDLEAD_ELECTION"))
@@ -153,6 +158,42 @@ func startEscapees(lock *os.File) {
 		holder := startHolder(lock, to)
 		fmt.Printf("escapee timeout pid=%d holder=%d\n", to.Process.Pid, holder)
 	}
+}
+
+// startChurn starts n shell loops that share the lock (fd 3, inherited by
+// every process they fork), ignore SIGTERM, and fork and exec true(1) as
+// fast as they can: a build, xargs -P or a shell loop, as a tree that
+// forks faster than it can be walked. Every other one starts a session of
+// its own, out of the probe's process group. It prints their pids
+// ("churn pids=A,B,...").
+func startChurn(lock *os.File, n int) {
+	// Each loop waits for the end of this pipe, so that all start at once
+	// instead of each start competing with the loops already running.
+	gate, open, err := os.Pipe()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "probe:", err)
+		os.Exit(98)
+	}
+	var pids []string
+	for i := range n {
+		sh := exec.Command("/bin/sh", "-c", `trap '' TERM; read go; while :; do /bin/sleep 0.05; done`)
+		sh.Stdin, sh.Stderr = gate, os.Stderr
+		if lock != nil {
+			sh.ExtraFiles = []*os.File{lock}
+		}
+		if countLock != nil {
+			sh.ExtraFiles = append(sh.ExtraFiles, countLock)
+		}
+		sh.SysProcAttr = &syscall.SysProcAttr{Setsid: i%2 == 1}
+		if err := sh.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, "probe:", err)
+			os.Exit(98)
+		}
+		pids = append(pids, strconv.Itoa(sh.Process.Pid))
+	}
+	gate.Close()
+	open.Close()
+	fmt.Println("churn pids=" + strings.Join(pids, ","))
 }
 
 // startHolder starts cmd, a holder (probe -hold, maybe under a wrapper)

@@ -1,0 +1,265 @@
+package supervisor
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// cgroupDir is one term's cgroup, a directory of the cgroup v2 hierarchy
+// that the keeper starts the child into (docs/design.md, "Containment").
+// The kernel keeps everything the child forks in it, whatever the process
+// does to its parent, group or session, so that killing every member and
+// knowing that none is left need no walk of the process tree, and no fork
+// can outrun either. Only the core files are used (cgroup.procs,
+// cgroup.events, cgroup.freeze, cgroup.kill): they work with no
+// controller enabled, as on a hybrid host's unified mount.
+type cgroupDir string
+
+func (d cgroupDir) file(name string) string { return filepath.Join(string(d), name) }
+
+// populated reads cgroup.events: whether a live process is in d or below
+// it. A zombie is not: the kernel moves a process out when it exits, not
+// when it is reaped. A directory that is gone held nothing when it was
+// removed (rmdir refuses a populated cgroup).
+func (d cgroupDir) populated() (bool, error) {
+	b, err := os.ReadFile(d.file("cgroup.events"))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return true, err
+	}
+	return eventsField(b, "populated") == "1", nil
+}
+
+func (d cgroupDir) frozen() bool {
+	b, err := os.ReadFile(d.file("cgroup.events"))
+	return err == nil && eventsField(b, "frozen") == "1"
+}
+
+// eventsField is one "name value" line of cgroup.events.
+func eventsField(b []byte, name string) string {
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// kill SIGKILLs every process in d and below, including those forked while
+// it runs: cgroup.kill does it in the kernel in one step (Linux 5.14).
+// Before that, the members are frozen, so that none can fork, killed one
+// by one and thawed; the caller repeats it until d is empty, as a process
+// may have been on its way into d (a fork) as the freeze began.
+func (d cgroupDir) kill() error {
+	err := writeFile(d.file("cgroup.kill"), "1")
+	switch {
+	case err == nil, !d.exists(): // a removed cgroup was empty
+		return nil
+	case errors.Is(err, os.ErrNotExist): // before Linux 5.14
+		return d.signalFrozen(syscall.SIGKILL)
+	}
+	return err
+}
+
+// writeFile writes one of a cgroup's control files, which exist or not:
+// never created.
+func writeFile(path, s string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(s)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (d cgroupDir) exists() bool {
+	_, err := os.Stat(string(d))
+	return err == nil
+}
+
+// freezeWait bounds the wait for a freeze to take hold. A process in an
+// uninterruptible sleep (a hung mount) delays it; a stop signal then goes
+// to the members of the moment, and SIGKILL follows at the end of the grace
+// in any case.
+const freezeWait = 100 * time.Millisecond
+
+// signalFrozen sends sig to every process in d and below once: the members
+// are frozen first, so the set is stable while it is read and signalled
+// (a process forked meanwhile would otherwise miss the stop signal, and a
+// second one means "quit now" to many programs), then thawed, and the
+// signals are delivered as they run again.
+func (d cgroupDir) signalFrozen(sig syscall.Signal) error {
+	if err := writeFile(d.file("cgroup.freeze"), "1"); err != nil {
+		if !d.exists() {
+			return nil
+		}
+		return err
+	}
+	defer func() { _ = writeFile(d.file("cgroup.freeze"), "0") }()
+	_ = d.await(freezeWait, d.frozen)
+	pids, err := d.procs()
+	if err != nil {
+		return err
+	}
+	// Each pid is held by a pidfd, then the members are read again: a pid
+	// still listed is the process that was opened, so a pid that died and
+	// was reused outside the cgroup between the read and the signal is
+	// never hit.
+	fds := make(map[int]int, len(pids))
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	for _, pid := range pids {
+		if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+			fds[pid] = fd
+		}
+	}
+	again, err := d.procs()
+	if err != nil {
+		return err
+	}
+	var first error
+	for _, pid := range again {
+		fd, ok := fds[pid]
+		if !ok {
+			continue
+		}
+		if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// procs lists the processes in d and every cgroup below it (a nested
+// etcdlead makes cgroups of its own inside its term's).
+func (d cgroupDir) procs() ([]int, error) {
+	var pids []int
+	err := filepath.WalkDir(string(d), func(path string, e os.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if !e.IsDir() {
+			return nil
+		}
+		b, err := os.ReadFile(filepath.Join(path, "cgroup.procs"))
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+		return nil
+	})
+	return pids, err
+}
+
+// remove removes d and the cgroups below it, deepest first. It fails while
+// a live process is in any of them.
+func (d cgroupDir) remove() error {
+	var dirs []string
+	err := filepath.WalkDir(string(d), func(path string, e os.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if e.IsDir() {
+			dirs = append(dirs, path)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if err := unix.Rmdir(dirs[i]); err != nil && !errors.Is(err, unix.ENOENT) {
+			return &os.PathError{Op: "rmdir", Path: dirs[i], Err: err}
+		}
+	}
+	return nil
+}
+
+// await returns once cond holds, checked at once and after every change of
+// d's cgroup.events, or after bound; it reports whether cond held.
+func (d cgroupDir) await(bound time.Duration, cond func() bool) bool {
+	w, err := watchEvents(d)
+	if err != nil {
+		// No inotify descriptor left: look once more at the end.
+		if cond() {
+			return true
+		}
+		time.Sleep(bound)
+		return cond()
+	}
+	defer w.close()
+	timeout := time.NewTimer(bound)
+	defer timeout.Stop()
+	for !cond() {
+		select {
+		case <-w.changed:
+		case <-timeout.C:
+			return cond()
+		}
+	}
+	return true
+}
+
+// eventsWatch tells of every change to a cgroup's cgroup.events, which the
+// kernel marks modified when populated or frozen changes.
+type eventsWatch struct {
+	f       *os.File
+	changed chan struct{}
+}
+
+func watchEvents(d cgroupDir) (*eventsWatch, error) {
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := unix.InotifyAddWatch(fd, d.file("cgroup.events"), unix.IN_MODIFY); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	// Non-blocking, so read through the runtime's poller: close ends the
+	// reader below.
+	w := &eventsWatch{f: os.NewFile(uintptr(fd), "inotify"), changed: make(chan struct{}, 1)}
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			if _, err := w.f.Read(buf); err != nil {
+				return
+			}
+			select {
+			case w.changed <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return w, nil
+}
+
+func (w *eventsWatch) close() { w.f.Close() }

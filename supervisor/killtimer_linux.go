@@ -1,0 +1,91 @@
+package supervisor
+
+import (
+	"runtime"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// killTimer runs fire at a boot-clock time on an OS thread of its own,
+// blocked in a read of a timerfd: when the time comes, the kernel wakes
+// that very thread, and the SIGKILL of the fence goes out from there. A
+// fence that waited for its turn in a loop, or for the runtime to hand its
+// wake-up from the poller to a goroutine, would wait once per hand-off for
+// CPU, which a tree that forks without pause takes from every process on
+// the machine, the fencer's too (docs/design.md, "Containment").
+type killTimer struct {
+	fd   int
+	mu   sync.Mutex
+	done bool
+	at   time.Duration
+}
+
+// newKillTimer starts a disarmed killTimer; fire runs on its thread each
+// time an armed time passes (one that runs as close is called may finish
+// after it).
+func newKillTimer(fire func()) (*killTimer, error) {
+	fd, err := unix.TimerfdCreate(unix.CLOCK_BOOTTIME, unix.TFD_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	t := &killTimer{fd: fd}
+	started := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		close(started)
+		buf := make([]byte, 8)
+		for {
+			_, err := unix.Read(t.fd, buf)
+			t.mu.Lock()
+			if t.done {
+				t.mu.Unlock()
+				unix.Close(t.fd)
+				return
+			}
+			due := err == nil && t.at != 0 && Now() >= t.at
+			if due {
+				t.at = 0
+			}
+			t.mu.Unlock()
+			if due {
+				fire()
+			}
+		}
+	}()
+	<-started
+	return t, nil
+}
+
+// arm sets the time at which fire runs (0: none); a later call replaces it.
+func (t *killTimer) arm(at time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done || at == t.at {
+		return
+	}
+	t.at = at
+	t.set(at)
+}
+
+func (t *killTimer) set(at time.Duration) {
+	spec := unix.ItimerSpec{}
+	if at > 0 {
+		spec.Value = unix.NsecToTimespec(int64(at))
+	}
+	_ = unix.TimerfdSettime(t.fd, unix.TFD_TIMER_ABSTIME, &spec, nil)
+}
+
+// close ends the timer: closing a descriptor does not wake a thread
+// blocked reading it, so the timer is fired at once, and its thread, seeing
+// done, closes it and ends.
+func (t *killTimer) close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return
+	}
+	t.done = true
+	t.set(1)
+}
