@@ -209,6 +209,8 @@ func flagValues(f cli.Flag, prefix, typed string) []string {
 	switch f.Names()[0] {
 	case flagRestart:
 		choices = []string{"never", "on-failure", "always"}
+	case flagContainment:
+		choices = []string{"auto", "cgroup", "process-group"}
 	case flagLogLevel:
 		choices = []string{"trace", "debug", "info", "warn", "error"}
 	case flagLogFormat:

@@ -37,6 +37,7 @@ const (
 	flagTimeout      = "timeout"
 	flagRestart      = "restart"
 	flagStatusAddr   = "status-addr"
+	flagContainment  = "containment"
 	flagJSON         = "json"
 	flagForce        = "force"
 )
@@ -70,6 +71,7 @@ const (
 	envTimeout      = "ETCDLEAD_TIMEOUT"
 	envRestart      = "ETCDLEAD_RESTART"
 	envStatusAddr   = "ETCDLEAD_STATUS_ADDR"
+	envContainment  = "ETCDLEAD_CONTAINMENT"
 	envPassword     = etcdconn.EnvPassword
 
 	envEtcdctlEndpoints = "ETCDCTL_ENDPOINTS"

@@ -185,6 +185,8 @@ func placeholder(flag, fallback string) string {
 		return "N"
 	case flagRestart:
 		return "POLICY"
+	case flagContainment:
+		return "MODE"
 	case flagStatusAddr:
 		return "HOST:PORT"
 	}

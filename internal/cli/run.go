@@ -62,6 +62,13 @@ func runAction(c *cli.Context, raw []string) (err error) {
 		log.Info("serving status", "addr", addr)
 	}
 	defer ops.Watchdog(mon.Healthy)()
+	// Decided before the first keeper starts, which is the first to use it.
+	contained, err := supervisor.Contain(rc.containment, log.Named("supervisor"))
+	if err != nil {
+		return failf("--containment=%s: %v", rc.containment, err)
+	}
+	defer supervisor.ReleaseContainment()
+	mon.Contained(contained.Mode, contained.Dir, contained.Why)
 	keepers := runner.NewStandby(supervisor.Spec{
 		Path: rc.path, Argv: rc.argv, Env: childBaseEnv(os.Environ()),
 		KillSignal: rc.killSignal, KillTimeout: rc.timing.KillTimeout, FenceMargin: rc.timing.FenceMargin,
@@ -102,6 +109,11 @@ func runAction(c *cli.Context, raw []string) (err error) {
 		"outage_tolerance", rc.timing.OutageTolerance()}
 	if rc.holders > 1 {
 		started = append(started, "holders", rc.holders)
+	}
+	if contained.Mode == supervisor.ContainCgroup {
+		started = append(started, "containment", contained.Mode, "cgroup", contained.Dir)
+	} else {
+		started = append(started, "containment", contained.Mode, "because", contained.Why)
 	}
 	log.Info("starting", started...)
 	if !rc.killSet && rc.timing.KillTimeout != campaign.DefaultKillTimeout {
@@ -206,6 +218,8 @@ func runFlags() []cli.Flag {
 			Usage: "never, on-failure or always: campaign again after the command exits"},
 		&cli.StringFlag{Name: flagStatusAddr, EnvVars: []string{envStatusAddr}, Category: catOperations,
 			Usage: "serve /healthz, /leader, /status and /metrics over HTTP"},
+		&cli.StringFlag{Name: flagContainment, Value: supervisor.ContainAuto, EnvVars: []string{envContainment}, Category: catOperations,
+			Usage: "auto, cgroup or process-group: what holds the command's processes together; auto takes a cgroup where one can be made"},
 	}, connectionFlagSet()...)
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/etcdlead/etcdlead/campaign"
 	"github.com/etcdlead/etcdlead/internal/etcdconn"
+	"github.com/etcdlead/etcdlead/supervisor"
 )
 
 // runConfig is everything `etcdlead run` needs, validated.
@@ -37,6 +38,7 @@ type runConfig struct {
 	holdAtLeast  time.Duration
 	timeout      time.Duration
 	restart      string // never, on-failure, always
+	containment  string // supervisor.ContainAuto, ContainCgroup or ContainProcessGroup
 	statusAddr   string
 	path         string   // resolved COMMAND
 	argv         []string // COMMAND and ARGS as given
@@ -165,7 +167,10 @@ func parseCronOptions(c *cli.Context, rc *runConfig) error {
 		return err
 	}
 	rc.restart, rc.statusAddr = optString(c, flagRestart), optString(c, flagStatusAddr)
+	rc.containment = optString(c, flagContainment)
 	switch {
+	case rc.containment != supervisor.ContainAuto && rc.containment != supervisor.ContainCgroup && rc.containment != supervisor.ContainProcessGroup:
+		return fmt.Errorf("--containment %q is not a containment: use auto, cgroup or process-group", rc.containment)
 	case rc.restart != "never" && rc.restart != "on-failure" && rc.restart != "always":
 		return fmt.Errorf("--restart %q is not a policy: use never, on-failure or always", rc.restart)
 	case rc.once && rc.restart != "never":

@@ -26,6 +26,16 @@ type Instance struct {
 	// instance holds, while it holds one.
 	Holders int  `json:"holders,omitempty"`
 	Slot    *int `json:"slot,omitempty"`
+	// Containment is what holds the command's processes together.
+	Containment *Containment `json:"containment,omitempty"`
+}
+
+// Containment is "cgroup", with this instance's cgroup directory (one
+// cgroup per child below it), or "process-group", and why.
+type Containment struct {
+	Mode   string `json:"mode"`
+	Cgroup string `json:"cgroup,omitempty"`
+	Reason string `json:"reason"`
 }
 
 func (m *Monitor) Snapshot() Instance {
@@ -36,6 +46,10 @@ func (m *Monitor) Snapshot() Instance {
 		Key: m.key, Rev: m.rev, ChildPid: m.childPid}
 	if m.lease != 0 {
 		s.Lease = fmt.Sprintf("%x", m.lease)
+	}
+	if m.containment.Mode != "" {
+		c := m.containment
+		s.Containment = &c
 	}
 	if m.holders > 1 {
 		s.Holders = m.holders

@@ -62,6 +62,7 @@ type Monitor struct {
 	// holders is --holders when more than one, and slot the slot of the
 	// term this instance holds (-1 for none).
 	holders, slot int
+	containment   Containment
 
 	m metrics
 }
@@ -74,6 +75,13 @@ func New(election, id, version string, ttl time.Duration, notify func(string)) *
 	}
 	return &Monitor{election: election, id: id, ttl: ttl, notify: notify, role: RoleStarting, slot: -1,
 		m: newMetrics(election, id, version)}
+}
+
+// Contained records the containment in force (supervisor.Contain).
+func (m *Monitor) Contained(mode, cgroup, why string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.containment = Containment{Mode: mode, Cgroup: cgroup, Reason: why}
 }
 
 // Renewed implements campaign.Observer.
