@@ -56,8 +56,8 @@ func helperChild(mode string) int {
 	if mode == "escapees" && !startEscapees() {
 		return 2
 	}
-	if mode == "churn" {
-		pids, ok := startChurn(churners)
+	if mode == "churn" || mode == "churn-escape" {
+		pids, ok := startChurn(churners, mode == "churn-escape")
 		if !ok {
 			return 2
 		}
@@ -109,8 +109,8 @@ func startEscapees() bool {
 const churners = 100
 
 // startChurn starts n shell loops that ignore SIGTERM and fork and exec
-// without pause, every other one in a session of its own.
-func startChurn(n int) ([]int, bool) {
+// without pause; with escape, every other one in a session of its own.
+func startChurn(n int, escape bool) ([]int, bool) {
 	// Each loop waits for the end of this pipe, so that all start at once
 	// instead of each start competing with the loops already running.
 	gate, open, err := os.Pipe()
@@ -123,7 +123,7 @@ func startChurn(n int) ([]int, bool) {
 	for i := range n {
 		sh := exec.Command("/bin/sh", "-c", `trap '' TERM; read go; while :; do /bin/sleep 0.05; done`)
 		sh.Stdin = gate
-		sh.SysProcAttr = &syscall.SysProcAttr{Setsid: i%2 == 1}
+		sh.SysProcAttr = &syscall.SysProcAttr{Setsid: escape && i%2 == 1}
 		if err := sh.Start(); err != nil {
 			return nil, false
 		}

@@ -102,7 +102,7 @@ func (r resigner) resign(ctx context.Context, id string, force bool) error {
 		return etcdFailed("resign", r.conn, err)
 	}
 	defer r.clearRequest(string(leader.Key))
-	gone, err := r.waitGone(ctx, string(leader.Key), rev+1)
+	gone, err := r.waitGone(ctx, string(leader.Key), clientv3.LeaseID(leader.Lease), rev+1)
 	switch {
 	case err != nil:
 		return failf("resign: %v", err)
@@ -110,7 +110,7 @@ func (r resigner) resign(ctx context.Context, id string, force bool) error {
 		fmt.Printf("%s stepped down from %s\n", who, p)
 		return nil
 	case !force:
-		return failf("%s did not step down within --timeout %s: retry, or add --force to delete its key", who, r.timeout)
+		return failf("asked %s to step down, but its child has not stopped within --timeout %s: retry, or add --force to delete its key", who, r.timeout)
 	}
 	// Compare on the create revision: a check-then-delete could hit the
 	// next leader's key. The term's sentinel stays, so every candidate
@@ -131,13 +131,18 @@ func (r resigner) resign(ctx context.Context, id string, force bool) error {
 	return nil
 }
 
-// waitGone watches the leader's key for its deletion, up to the timeout.
-// fromRev follows the read that saw the key, so a step-down between that
-// read and the request is not missed.
-func (r resigner) waitGone(ctx context.Context, key string, fromRev int64) (bool, error) {
+// waitGone waits, up to the timeout, until the leader has stepped down:
+// its key deleted and its lease gone. A leader revokes its lease only once
+// its child and every descendant are gone, so an ended lease is the proof;
+// a deleted key alone is not (it may have been deleted by hand, or the
+// lease may be waiting out a keeper that does not answer). fromRev follows
+// the read that saw the key, so a step-down between that read and the
+// request is not missed.
+func (r resigner) waitGone(ctx context.Context, key string, lease clientv3.LeaseID, fromRev int64) (bool, error) {
 	wctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), r.timeout)
 	defer cancel()
 	wch := r.cli.Watch(wctx, key, clientv3.WithRev(fromRev), clientv3.WithFilterPut())
+	deleted := false
 	for resp := range wch {
 		if err := resp.Err(); err != nil {
 			if errors.Is(wctx.Err(), context.DeadlineExceeded) {
@@ -145,12 +150,35 @@ func (r resigner) waitGone(ctx context.Context, key string, fromRev int64) (bool
 			}
 			return false, err
 		}
-		for range resp.Events {
-			return true, nil
+		if len(resp.Events) > 0 {
+			deleted = true
+			break
 		}
 	}
-	return false, nil
+	if !deleted {
+		return false, nil
+	}
+	for {
+		ttl, err := r.cli.TimeToLive(wctx, lease)
+		switch {
+		case errors.Is(wctx.Err(), context.DeadlineExceeded):
+			return false, nil
+		case err != nil:
+			return false, err
+		case ttl.TTL == -1:
+			return true, nil
+		}
+		select {
+		case <-wctx.Done():
+			return false, nil
+		case <-time.After(leasePoll):
+		}
+	}
 }
+
+// leasePoll is how often resign asks whether the leader's lease, whose key
+// is gone, has ended: etcd tells of no lease's end by an event.
+const leasePoll = 100 * time.Millisecond
 
 // clearRequest removes the request if it still names this leader.
 func (r resigner) clearRequest(leaderKey string) {

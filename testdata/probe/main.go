@@ -36,7 +36,8 @@ func main() {
 		"one in a new process group, one in a new session, one under timeout(1) if it is installed")
 	hold := flag.Bool("hold", false, "grandchild mode: print ready and wait for SIGKILL")
 	churn := flag.Int("churn", 0, "start this many descendants that share the lock, ignore SIGTERM and fork short-lived processes "+
-		"without pause, every other one in a session of its own: a tree busier than any walk of it")
+		"without pause: a tree busier than any walk of it")
+	churnEscape := flag.Bool("churn-escape", false, "with -churn, every other loop in a session of its own, out of the probe's process group")
 	holders := flag.Int("holders", 0, "lock per slot, and at most this many children at once (see the package doc)")
 	flag.Parse()
 
@@ -73,7 +74,7 @@ func main() {
 		startEscapees(lockFile)
 	}
 	if *churn > 0 {
-		startChurn(lockFile, *churn)
+		startChurn(lockFile, *churn, *churnEscape)
 	}
 	fmt.Printf("ready pid=%d id=%s rev=%s slot=%s slot_rev=%s name=%s election=%s\n", os.Getpid(), id, rev,
 		os.Getenv("ETCDLEAD_SLOT"), os.Getenv("ETCDLEAD_SLOT_REV"), os.Getenv("ETCDLEAD_NAME"), os.Getenv("ETCDLEAD_ELECTION"))
@@ -161,12 +162,12 @@ func startEscapees(lock *os.File) {
 }
 
 // startChurn starts n shell loops that share the lock (fd 3, inherited by
-// every process they fork), ignore SIGTERM, and fork and exec true(1) as
-// fast as they can: a build, xargs -P or a shell loop, as a tree that
-// forks faster than it can be walked. Every other one starts a session of
-// its own, out of the probe's process group. It prints their pids
-// ("churn pids=A,B,...").
-func startChurn(lock *os.File, n int) {
+// every process they fork), ignore SIGTERM, and fork and exec sleep(1)
+// without pause: a build, xargs -P or a shell loop, as a tree that forks
+// faster than it can be walked. With escape, every other one starts a
+// session of its own, out of the probe's process group. It prints their
+// pids ("churn pids=A,B,...").
+func startChurn(lock *os.File, n int, escape bool) {
 	// Each loop waits for the end of this pipe, so that all start at once
 	// instead of each start competing with the loops already running.
 	gate, open, err := os.Pipe()
@@ -184,7 +185,7 @@ func startChurn(lock *os.File, n int) {
 		if countLock != nil {
 			sh.ExtraFiles = append(sh.ExtraFiles, countLock)
 		}
-		sh.SysProcAttr = &syscall.SysProcAttr{Setsid: i%2 == 1}
+		sh.SysProcAttr = &syscall.SysProcAttr{Setsid: escape && i%2 == 1}
 		if err := sh.Start(); err != nil {
 			fmt.Fprintln(os.Stderr, "probe:", err)
 			os.Exit(98)
