@@ -365,6 +365,9 @@ func (t *Term) waitEvent(ctx context.Context, v view) (woke map[clientv3.LeaseID
 		}
 		if len(w.resp.Events) > 0 {
 			trace.Mark("campaign.wake")
+			if t.c.log.IsDebug() {
+				t.c.log.Debug("predecessor moved; looking again", "key", keys[w.i])
+			}
 			return map[clientv3.LeaseID]string{leases[w.i]: keys[w.i]}, end, nil
 		}
 	}

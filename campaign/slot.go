@@ -54,6 +54,9 @@ func (t *Term) takeSlot(ctx context.Context) error {
 			continue
 		}
 		key := l.SlotKey(free)
+		if t.c.log.IsDebug() {
+			t.c.log.Debug("taking slot", "key", key, "rev", resp.Header.Revision)
+		}
 		var tresp *clientv3.TxnResponse
 		err = retry(ctx, func() error {
 			return t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) (err error) {
