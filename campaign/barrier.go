@@ -53,6 +53,15 @@ type view struct {
 	leases map[clientv3.LeaseID]bool
 }
 
+// moved reports whether ev changes what the term's key says of it: a
+// delete, or a put that moves the key to another lease or creates it
+// anew. A put that keeps both is the term's own rewrite of its sentinel
+// when it takes a slot (campaign/slot.go, takeSlot): it would wake up to N
+// waiters for nothing at every handoff.
+func (p *term) moved(ev *clientv3.Event) bool {
+	return ev.Type == clientv3.EventTypeDelete || clientv3.LeaseID(ev.Kv.Lease) != p.lease || ev.Kv.CreateRevision != p.rev
+}
+
 // nearestOf returns the nearest term of a list, or nil.
 func nearestOf(ts []*term) *term {
 	if len(ts) == 0 {
@@ -321,10 +330,10 @@ func (t *Term) logLeaseLeft(ctx context.Context, id clientv3.LeaseID) {
 // watches already ended: the caller reads again.
 func (t *Term) waitEvent(ctx context.Context, v view) (woke map[clientv3.LeaseID]string, unwatch func(), err error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	ts := v.watched()
 	var keys []string
-	var leases []clientv3.LeaseID
-	for _, p := range v.watched() {
-		keys, leases = append(keys, p.key), append(leases, p.lease)
+	for _, p := range ts {
+		keys = append(keys, p.key)
 	}
 	ws, stop := t.watchAll(wctx, keys, v.rev)
 	end := func() {
@@ -363,12 +372,12 @@ func (t *Term) waitEvent(ctx context.Context, v view) (woke map[clientv3.LeaseID
 			t.c.log.Debug("predecessor watch interrupted; looking again", "error", err)
 			return nil, nil, nil
 		}
-		if len(w.resp.Events) > 0 {
+		if slices.ContainsFunc(w.resp.Events, ts[w.i].moved) {
 			trace.Mark("campaign.wake")
 			if t.c.log.IsDebug() {
 				t.c.log.Debug("predecessor moved; looking again", "key", keys[w.i])
 			}
-			return map[clientv3.LeaseID]string{leases[w.i]: keys[w.i]}, end, nil
+			return map[clientv3.LeaseID]string{ts[w.i].lease: keys[w.i]}, end, nil
 		}
 	}
 }
