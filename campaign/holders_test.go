@@ -436,4 +436,72 @@ func TestHoldersBounds(t *testing.T) {
 			t.Errorf("D first woke with %q, want B's sentinel %s (C's is %s)", woke, b.Sentinel, tc.Sentinel)
 		}
 	})
+
+	// A term of one holder whose sentinel was deleted by hand, its queue
+	// key and lease alive: its number of holders is unknown, so a
+	// candidate of two waits for its lease as for a term of one, and one
+	// that may not wait gives up.
+	t.Run("bare-queue-key-blocks", func(t *testing.T) {
+		f := newFixture(t, cli)
+		f.holders = 1
+		a := f.lead()
+		keepAlive(t, cli, a.Lease)
+		if _, err := cli.Delete(ctx, a.Sentinel); err != nil {
+			t.Fatal(err)
+		}
+		f.holders = 2
+		if tn, err := f.campaigner(true).Campaign(ctx); !errors.Is(err, campaign.ErrNotLeader) {
+			if tn != nil {
+				tn.Revoke()
+			}
+			t.Errorf("--no-wait beside a term of unknown N = %v, want ErrNotLeader", err)
+		}
+		c := f.waiting(ctx, 0)
+		f.next(c, newest(t, cli, f.l))
+		still(t, c, "A's lease lives")
+		a.Revoke()
+		f.await(c)
+	})
+
+	// The same term's queue key then deleted by hand too, its lease still
+	// alive: the waiter that watched the key waits the lease out, as it
+	// would for a term of one, though one older term is fewer than two.
+	t.Run("bare-queue-key-deleted-lease-lives", func(t *testing.T) {
+		f := newFixture(t, cli)
+		f.holders = 1
+		a := f.lead()
+		keepAlive(t, cli, a.Lease)
+		if _, err := cli.Delete(ctx, a.Sentinel); err != nil {
+			t.Fatal(err)
+		}
+		f.holders = 2
+		c := f.waiting(ctx, 0)
+		f.next(c, newest(t, cli, f.l))
+		if _, err := cli.Delete(ctx, a.Key); err != nil {
+			t.Fatal(err)
+		}
+		f.waitsOnLease(c)
+		still(t, c, "A's lease lives")
+		a.Revoke()
+		f.await(c)
+	})
+
+	// A waiter whose own sentinel is deleted by hand leaves at once: its
+	// bare queue key would block the candidates behind it.
+	t.Run("waiter-sentinel-deleted", func(t *testing.T) {
+		f := newFixture(t, cli)
+		f.holders = 2
+		f.lead()
+		f.lead()
+		c := f.waiting(ctx, 2)
+		resp, err := cli.Get(ctx, f.l.SentinelPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cli.Delete(ctx, string(resp.Kvs[0].Key)); err != nil {
+			t.Fatal(err)
+		}
+		endsFromWatch(t, c, campaign.ErrKeyDeleted)
+	})
 }
