@@ -366,9 +366,8 @@ func (t *Term) logLeaseLeft(ctx context.Context, id clientv3.LeaseID) {
 // the read; with N holders, those of the N nearest terms (view.watched). It
 // returns the leases of the keys that moved (term.moved), and unwatch,
 // which ends the watches: the caller calls it once it has sent what the
-// wake-up asks. A
-// broken watch (compaction, a lost etcd leader) returns nothing, its
-// watches already ended: the caller reads again.
+// wake-up asks. A broken watch (compaction, a lost etcd leader) returns
+// nothing, its watches already ended: the caller reads again.
 func (t *Term) waitEvent(ctx context.Context, v view) (woke map[clientv3.LeaseID]string, unwatch func(), err error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	ts := v.watched()

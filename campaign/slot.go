@@ -63,8 +63,8 @@ func (t *Term) takeSlot(ctx context.Context) error {
 		// The create compares, besides the slot key's absence and the own
 		// keys (the put must not bring back a sentinel deleted by hand),
 		// that no sentinel was created or rewritten since the read: a term
-		// that took slot free in between and had its slot key deleted by
-		// hand since would leave the key absent, but not its record.
+		// that took this slot in between and had its slot key deleted by
+		// hand since leaves the key absent, but not its record.
 		var tresp *clientv3.TxnResponse
 		err = retry(ctx, func() error {
 			return t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) (err error) {
