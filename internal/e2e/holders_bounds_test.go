@@ -5,6 +5,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -58,6 +59,33 @@ func deletedAt(t *testing.T, cli *clientv3.Client, key string) func() int64 {
 	}
 }
 
+// waitsInQueue waits until c says that it waits on a predecessor, and
+// fails if it says first that every slot is taken: with no slot key put by
+// hand, only a term let past its wait beside N older terms finds none free.
+func waitsInQueue(t *testing.T, c *candidate) {
+	t.Helper()
+	timeout := time.After(safety)
+	for {
+		all, closed, changed := c.log.snapshot()
+		for _, l := range all {
+			if strings.Contains(l, "every slot is taken") {
+				t.Fatalf("%s ended its wait beside 2 older terms: %q", c.name, l)
+			}
+			if strings.Contains(l, "waiting on predecessor") {
+				return
+			}
+		}
+		if closed {
+			t.Fatalf("%s ended without waiting on a predecessor; it said:\n%s", c.name, strings.Join(all, "\n"))
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("%s did not wait on a predecessor within %s", c.name, safety)
+		}
+	}
+}
+
 // journalIndex is the index of the first journal line that starts with
 // prefix, or -1.
 func journalIndex(lines []string, prefix string) int {
@@ -101,7 +129,7 @@ func TestHoldersFrozenHolderSlotKeyDeleted(t *testing.T) {
 	c1.signal(t, syscall.SIGSTOP)
 	del(t, cli, l.SlotKey(0))
 	c3 := e.start("c3", flags, e.probe("-holders", "2"))
-	c3.log.waitFor(t, "c3", "waiting on predecessor", 0)
+	waitsInQueue(t, c3)
 	c2.stop(t)
 	ready3, _ := c3.out.waitFor(t, "c3", "ready", 0)
 	slot3 := readyField(t, ready3, "slot")
