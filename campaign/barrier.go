@@ -51,6 +51,22 @@ type view struct {
 	// n+1 valid ones or ends.
 	older  int
 	leases map[clientv3.LeaseID]bool
+	// bare are the leases of the valid queue keys below ours whose
+	// sentinel the read did not show: their term's sentinel was deleted by
+	// hand, or it is an older etcdlead's. Its number of holders is then
+	// unknown, so with n > 1 it is taken for a term of one, which no other
+	// may run beside (docs/design.md, "More than one holder"). Exact when
+	// older < n, as the leases are.
+	bare map[clientv3.LeaseID]bool
+}
+
+// moved reports whether ev changes what the term's key says of it: a
+// delete, or a put that moves the key to another lease or creates it
+// anew. A put that keeps both is the term's own rewrite of its sentinel
+// when it takes a slot (campaign/slot.go, takeSlot): it would wake up to N
+// waiters for nothing at every handoff.
+func (p *term) moved(ev *clientv3.Event) bool {
+	return ev.Type == clientv3.EventTypeDelete || clientv3.LeaseID(ev.Kv.Lease) != p.lease || ev.Kv.CreateRevision != p.rev
 }
 
 // nearestOf returns the nearest term of a list, or nil.
@@ -62,13 +78,16 @@ func nearestOf(ts []*term) *term {
 }
 
 // clear is the start condition's view part: fewer than n older terms
-// left, none with one holder.
-func (v view) clear() bool { return v.older < v.n }
+// left, none with one holder, and none of an unknown number of holders.
+func (v view) clear() bool { return v.older < v.n && len(v.bare) == 0 }
 
 // isFront reports that this term is next: at most n terms are ahead.
 func (v view) isFront() bool { return v.queued <= v.n && v.terms <= v.n }
 
 func (v view) ahead() string {
+	if b := v.bareKey(); b != "" && v.older < v.n {
+		return b + " is ahead, and its number of holders is unknown (its sentinel is gone)"
+	}
 	if v.n > 1 {
 		return fmt.Sprintf("%d older terms hold or wait, for %d holders", v.older, v.n)
 	}
@@ -78,12 +97,31 @@ func (v view) ahead() string {
 	return fmt.Sprintf("an earlier term's lease %s is still alive", leaseHex(v.ss[0].lease))
 }
 
+// bareKey is the nearest queue key of v.bare, or "".
+func (v view) bareKey() string {
+	for _, q := range v.qs {
+		if v.bare[q.lease] {
+			return q.key
+		}
+	}
+	return ""
+}
+
 // scan fills the view from keys sorted by create revision, in either order,
 // all below ours.
 func (v *view) scan(l Layout, queue, sentinels []*mvccpb.KeyValue) {
 	v.leases = map[clientv3.LeaseID]bool{}
-	v.qs, v.queued = v.nearest(l.ValidQueueKey, queue)
 	v.ss, v.terms = v.nearest(l.ValidSentinel, sentinels)
+	v.bare = nil
+	for _, kv := range queue {
+		if id := clientv3.LeaseID(kv.Lease); l.ValidQueueKey(kv) && !v.leases[id] {
+			if v.bare == nil {
+				v.bare = map[clientv3.LeaseID]bool{}
+			}
+			v.bare[id] = true
+		}
+	}
+	v.qs, v.queued = v.nearest(l.ValidQueueKey, queue)
 	v.older = len(v.leases)
 }
 
@@ -151,7 +189,7 @@ func (t *Term) enqueue(ctx context.Context) (view, error) {
 			If(clientv3.Compare(clientv3.CreateRevision(t.Key), "=", 0),
 				clientv3.Compare(clientv3.CreateRevision(t.Sentinel), "=", 0)).
 			Then(append([]clientv3.Op{clientv3.OpPut(t.Key, t.c.cfg.ID, clientv3.WithLease(t.Lease)),
-				clientv3.OpPut(t.Sentinel, SentinelValue(t.Key, t.c.holders()), clientv3.WithLease(t.Lease))}, reads...)...).
+				clientv3.OpPut(t.Sentinel, SentinelValue(t.Key, t.c.holders(), -1), clientv3.WithLease(t.Lease))}, reads...)...).
 			// Else: an earlier attempt of this very transaction committed
 			// but its answer was lost; the keys are ours all the same.
 			Else(reads...).
@@ -214,10 +252,13 @@ func below(kvs []*mvccpb.KeyValue, rev int64) []*mvccpb.KeyValue {
 // wait is steps 3 and 4: watch the nearest older term (with N holders, the
 // N nearest), and after each wake-up read again; leases whose keys went
 // while they still lived are waited out too. It returns once a read shows
-// nothing older (fewer than N older terms) and every such lease is gone
-// (enough of them that, with those the read showed, fewer than N remain).
+// nothing older (fewer than N older terms, none of them of an unknown
+// number of holders) and every such lease is gone (enough of them that,
+// with those the read showed, fewer than N remain).
 func (t *Term) wait(ctx context.Context, v view) error {
-	pending := map[clientv3.LeaseID]string{}
+	// The leases whose keys went while they lived, each true when its
+	// term's number of holders is unknown (view.bare).
+	pending := map[clientv3.LeaseID]bool{}
 	var logged view
 	for !v.clear() {
 		if v.isFront() {
@@ -239,11 +280,11 @@ func (t *Term) wait(ctx context.Context, v view) error {
 		trace.Mark("campaign.look")
 		g := <-gone
 		unwatch()
-		for l, key := range woke {
+		for l := range woke {
 			if g[l] {
 				delete(pending, l)
 			} else {
-				pending[l] = key
+				pending[l] = pending[l] || v.bare[l]
 			}
 		}
 		if lerr != nil {
@@ -262,6 +303,14 @@ func (t *Term) logWait(ctx context.Context, v view, last *view) {
 	for _, q := range v.qs {
 		if !had(last.qs, q.key) {
 			t.c.log.Info("waiting on predecessor", "key", q.key, "id", t.idOf(ctx, q), "rev", q.rev)
+		}
+	}
+	if v.n > 1 {
+		for _, q := range v.qs {
+			if v.bare[q.lease] && !last.bare[q.lease] {
+				t.c.log.Info("predecessor's sentinel is gone: its number of holders is unknown, so waiting for its lease to end",
+					"key", q.key, "lease", leaseHex(q.lease))
+			}
 		}
 	}
 	for _, s := range v.lonely() {
@@ -315,16 +364,16 @@ func (t *Term) logLeaseLeft(ctx context.Context, id clientv3.LeaseID) {
 // waitEvent watches the nearest older sentinel and, when it belongs to
 // another term or is missing, the nearest older queue key, from just after
 // the read; with N holders, those of the N nearest terms (view.watched). It
-// returns the leases of the keys that moved, and unwatch, which ends the
-// watches: the caller calls it once it has sent what the wake-up asks. A
-// broken watch (compaction, a lost etcd leader) returns nothing, its
-// watches already ended: the caller reads again.
+// returns the leases of the keys that moved (term.moved), and unwatch,
+// which ends the watches: the caller calls it once it has sent what the
+// wake-up asks. A broken watch (compaction, a lost etcd leader) returns
+// nothing, its watches already ended: the caller reads again.
 func (t *Term) waitEvent(ctx context.Context, v view) (woke map[clientv3.LeaseID]string, unwatch func(), err error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	ts := v.watched()
 	var keys []string
-	var leases []clientv3.LeaseID
-	for _, p := range v.watched() {
-		keys, leases = append(keys, p.key), append(leases, p.lease)
+	for _, p := range ts {
+		keys = append(keys, p.key)
 	}
 	ws, stop := t.watchAll(wctx, keys, v.rev)
 	end := func() {
@@ -363,9 +412,12 @@ func (t *Term) waitEvent(ctx context.Context, v view) (woke map[clientv3.LeaseID
 			t.c.log.Debug("predecessor watch interrupted; looking again", "error", err)
 			return nil, nil, nil
 		}
-		if len(w.resp.Events) > 0 {
+		if slices.ContainsFunc(w.resp.Events, ts[w.i].moved) {
 			trace.Mark("campaign.wake")
-			return map[clientv3.LeaseID]string{leases[w.i]: keys[w.i]}, end, nil
+			if t.c.log.IsDebug() {
+				t.c.log.Debug("predecessor moved; looking again", "key", keys[w.i])
+			}
+			return map[clientv3.LeaseID]string{ts[w.i].lease: keys[w.i]}, end, nil
 		}
 	}
 }
@@ -479,55 +531,68 @@ func (t *Term) leaseTTL(ctx context.Context, id clientv3.LeaseID) (int64, error)
 // fires before etcd can expire it. With N holders it waits until fewer
 // than N terms are left, counting those the last read v showed (which can
 // only have become fewer since: nothing new can appear below this term)
-// and the pending leases not among them.
-func (t *Term) barrier(ctx context.Context, v view, pending map[clientv3.LeaseID]string) error {
-	left := 0
-	for id := range pending {
-		if !v.leases[id] {
-			left++
+// and the pending leases not among them; but a pending lease of a term
+// whose number of holders is unknown (view.bare) it waits out whatever the
+// count, as no other term may run beside a term of one.
+func (t *Term) barrier(ctx context.Context, v view, pending map[clientv3.LeaseID]bool) error {
+	var counted []clientv3.LeaseID
+	for id, bare := range pending {
+		switch {
+		case v.leases[id]:
+		case bare:
+			if err := t.leaseEnd(ctx, id); err != nil {
+				return err
+			}
+		default:
+			counted = append(counted, id)
 		}
 	}
-	for id := range pending {
-		if v.leases[id] {
-			continue
-		}
+	left := len(counted)
+	for _, id := range counted {
 		if v.older+left < v.n {
 			break
 		}
 		left--
-		// The term's queue key, gone or not, names whose lease it is.
-		key := t.c.cfg.Layout.QueueKey(id)
-		var logged time.Time
-		for {
-			ttl, err := t.leaseTTL(ctx, id)
-			if err != nil {
-				return t.waitErr(ctx, err)
-			}
-			if ttl == -1 {
-				trace.Mark("campaign.lease-gone")
-				break
-			}
-			// The TTL is truncated to whole seconds: at most one more.
-			atMost := time.Duration(ttl+1) * time.Second
-			switch {
-			case logged.IsZero():
-				if o := t.c.cfg.Observer; o != nil {
-					o.BarrierWait()
-				}
-				t.c.log.Info("waiting for predecessor lease to end", "key", key, "lease", leaseHex(id), "at_most", atMost)
-				logged = time.Now()
-			case time.Since(logged) >= t.c.cfg.LeaseWaitLog:
-				t.c.log.Info("still waiting for predecessor lease to end", "key", key, "lease", leaseHex(id), "at_most", atMost)
-				logged = time.Now()
-			}
-			select {
-			case <-ctx.Done():
-				return t.waitErr(ctx)
-			case <-time.After(leasePoll):
-			}
+		if err := t.leaseEnd(ctx, id); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// leaseEnd polls lease id until it is gone, and says so in the log.
+func (t *Term) leaseEnd(ctx context.Context, id clientv3.LeaseID) error {
+	// The term's queue key, gone or not, names whose lease it is.
+	key := t.c.cfg.Layout.QueueKey(id)
+	var logged time.Time
+	for {
+		ttl, err := t.leaseTTL(ctx, id)
+		if err != nil {
+			return t.waitErr(ctx, err)
+		}
+		if ttl == -1 {
+			trace.Mark("campaign.lease-gone")
+			return nil
+		}
+		// The TTL is truncated to whole seconds: at most one more.
+		atMost := time.Duration(ttl+1) * time.Second
+		switch {
+		case logged.IsZero():
+			if o := t.c.cfg.Observer; o != nil {
+				o.BarrierWait()
+			}
+			t.c.log.Info("waiting for predecessor lease to end", "key", key, "lease", leaseHex(id), "at_most", atMost)
+			logged = time.Now()
+		case time.Since(logged) >= t.c.cfg.LeaseWaitLog:
+			t.c.log.Info("still waiting for predecessor lease to end", "key", key, "lease", leaseHex(id), "at_most", atMost)
+			logged = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return t.waitErr(ctx)
+		case <-time.After(leasePoll):
+		}
+	}
 }
 
 // waitErr turns the end of waiting into the error callers act on: a

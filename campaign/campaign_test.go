@@ -270,6 +270,7 @@ func (l *testLog) Info(msg string, args ...any)  { l.line("info", msg, args) }
 func (l *testLog) Warn(msg string, args ...any)  { l.line("warn", msg, args) }
 func (l *testLog) Error(msg string, args ...any) { l.line("error", msg, args) }
 func (l *testLog) IsInfo() bool                  { return true }
+func (l *testLog) IsDebug() bool                 { return true }
 
 // line keeps "level: msg k=v ...".
 func (l *testLog) line(level, msg string, args []any) {

@@ -1,11 +1,13 @@
 package campaign_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -232,7 +234,8 @@ func TestHolders(t *testing.T) {
 
 	// With one holder nothing changes: the sentinel holds the queue key
 	// alone, no slot key is written, and the slot token is the term's.
-	// With more, the sentinel records N.
+	// With more, the sentinel records N, and the slot once the term took
+	// it, in the slot key's revision, keeping its own create revision.
 	t.Run("layout", func(t *testing.T) {
 		for _, n := range []int{1, 2} {
 			f := newFixture(t, cli)
@@ -243,12 +246,14 @@ func TestHolders(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := a.Key
+			want, mod := a.Key, a.Rev
 			if n > 1 {
-				want = fmt.Sprintf("%s holders=%d", a.Key, n)
+				want, mod = fmt.Sprintf("%s slot=0 holders=%d", a.Key, n), a.SlotRev
 			}
-			if len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != want {
-				t.Errorf("N=%d: sentinel %v, want the value %q", n, resp.Kvs, want)
+			if len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != want || resp.Kvs[0].CreateRevision != a.Rev ||
+				resp.Kvs[0].ModRevision != mod || clientv3.LeaseID(resp.Kvs[0].Lease) != a.Lease {
+				t.Fatalf("N=%d: sentinel %v, want the value %q on lease %x, created at %d, modified at %d",
+					n, resp.Kvs, want, int64(a.Lease), a.Rev, mod)
 			}
 			if h := campaign.HoldersOf(resp.Kvs[0].Value); h != n {
 				t.Errorf("N=%d: HoldersOf(%q) = %d", n, resp.Kvs[0].Value, h)
@@ -261,5 +266,242 @@ func TestHolders(t *testing.T) {
 				t.Errorf("N=%d: slot keys %v, slot %d, token %d; want slot 0 on lease %x, created after %d", n, slots, a.Slot, a.SlotRev, int64(a.Lease), a.Rev)
 			}
 		}
+	})
+}
+
+// keepAlive renews a lease for the rest of the test, as a frozen holder's
+// lease lives on while nothing of its term acts: its guard may end the
+// term's context, but nothing revokes the lease.
+func keepAlive(t *testing.T, cli *clientv3.Client, id clientv3.LeaseID) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // before the term's revoke, registered earlier
+	ch, err := cli.KeepAlive(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for range ch {
+		}
+	}()
+}
+
+// waitLine waits for a line of l with every one of parts, and fails if the
+// campaign b ends first.
+func waitLine(t *testing.T, l *testLog, b <-chan result, parts ...string) {
+	t.Helper()
+	deadline := time.After(safety)
+	for {
+		l.mu.Lock()
+		for _, line := range l.lines {
+			all := true
+			for _, p := range parts {
+				all = all && strings.Contains(line, p)
+			}
+			if all {
+				l.mu.Unlock()
+				return
+			}
+		}
+		grew := l.grew
+		l.mu.Unlock()
+		select {
+		case <-grew:
+		case r := <-b:
+			if r.term != nil {
+				r.term.Revoke()
+				t.Fatalf("the campaign ended in slot %d before a log line with %q", r.term.Slot, parts)
+			}
+			t.Fatalf("the campaign ended (%v) before a log line with %q", r.err, parts)
+		case <-deadline:
+			t.Fatalf("no log line with %q within %s", parts, safety)
+		}
+	}
+}
+
+// A slot or a number of holders that only a hand edit hides: a holder's
+// slot key deleted while its lease lives (its holder frozen, so that its
+// guard cannot stop its child), and a term's sentinel deleted while its
+// queue key and lease live. Each frozen holder is a term whose lease the
+// test keeps alive and which nothing else acts for.
+func TestHoldersBounds(t *testing.T) {
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	cli := cluster.Client(t)
+	ctx := t.Context()
+
+	// A's slot key deleted: its sentinel still records the slot, so the
+	// waiter that a handoff lets in takes the slot that was freed, not A's.
+	t.Run("slot-key-deleted-lease-lives", func(t *testing.T) {
+		f := newFixture(t, cli)
+		f.holders = 2
+		a, b := f.lead(), f.lead()
+		keepAlive(t, cli, a.Lease)
+		c := f.waiting(ctx, 2)
+		f.next(c, newest(t, cli, f.l))
+		if _, err := cli.Delete(ctx, f.l.SlotKey(a.Slot)); err != nil {
+			t.Fatal(err)
+		}
+		b.Revoke()
+		if tc := f.await(c); tc.Slot != b.Slot {
+			t.Errorf("C took slot %d, want B's %d: A (slot %d) still lives", tc.Slot, b.Slot, a.Slot)
+		}
+	})
+
+	// A's slot key deleted and the other slot's key put by hand: no slot
+	// is free while A's lease lives, and the end of that lease, which
+	// takes only A's sentinel, frees A's slot.
+	t.Run("slot-freed-with-lease", func(t *testing.T) {
+		f := newFixture(t, cli)
+		f.holders = 2
+		a := f.lead()
+		keepAlive(t, cli, a.Lease)
+		if _, err := cli.Delete(ctx, f.l.SlotKey(a.Slot)); err != nil {
+			t.Fatal(err)
+		}
+		other := f.l.SlotKey(1 - a.Slot)
+		if _, err := cli.Put(ctx, other, "by hand"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _, _ = cli.Delete(context.Background(), other) })
+		tl := newTestLog()
+		f.log = tl
+		c := f.start(ctx)
+		waitLine(t, tl, c, "every slot is taken")
+		still(t, c, "A's lease lives")
+		a.Revoke()
+		if tc := f.await(c); tc.Slot != a.Slot {
+			t.Errorf("C took slot %d, want A's %d", tc.Slot, a.Slot)
+		}
+	})
+
+	// Two terms choose a slot at once: C reads slot 0 free, then X takes
+	// it and X's slot key is deleted by hand before C's create. The create
+	// finds the slot key absent, but X's sentinel changed since C's read:
+	// C reads again and takes the other slot.
+	t.Run("concurrent-claim", func(t *testing.T) {
+		f := newFixture(t, cli)
+		f.holders = 2
+		stall, inside, release := stallOnce()
+		defer release()
+		tl := newTestLog()
+		tl.stall = func(msg string) {
+			if msg == "taking slot" {
+				stall()
+			}
+		}
+		f.log = tl
+		c := f.start(ctx)
+		awaitClosed(t, inside, "C's choice of a slot")
+		f.log = nil
+		x := f.lead()
+		keepAlive(t, cli, x.Lease)
+		if _, err := cli.Delete(ctx, f.l.SlotKey(x.Slot)); err != nil {
+			t.Fatal(err)
+		}
+		release()
+		if tc := f.await(c); tc.Slot == x.Slot {
+			t.Errorf("C took slot %d, which X holds", tc.Slot)
+		}
+	})
+
+	// A holder's slot record wakes no waiter: D, behind A and B holding
+	// and C waiting, watches B's and C's sentinels. A's end lets C hold,
+	// which rewrites C's sentinel; D wakes first when B ends.
+	t.Run("slot-record-wakes-nobody", func(t *testing.T) {
+		f := newFixture(t, cli)
+		f.holders = 2
+		a, b := f.lead(), f.lead()
+		c := f.waiting(ctx, 2)
+		tl := newTestLog()
+		f.log = tl
+		d := f.waiting(ctx, 3)
+		f.next(c, liveKeys(t, cli, f.l)[2])
+		a.Revoke()
+		tc := f.await(c)
+		b.Revoke()
+		td := f.await(d)
+		if td.Slot != b.Slot {
+			t.Errorf("D took slot %d, want B's %d", td.Slot, b.Slot)
+		}
+		woke := ""
+		tl.mu.Lock()
+		for _, l := range tl.lines {
+			if strings.Contains(l, "predecessor moved") {
+				woke = l
+				break
+			}
+		}
+		tl.mu.Unlock()
+		if !strings.Contains(woke, "key="+b.Sentinel) {
+			t.Errorf("D first woke with %q, want B's sentinel %s (C's is %s)", woke, b.Sentinel, tc.Sentinel)
+		}
+	})
+
+	// A term of one holder whose sentinel was deleted by hand, its queue
+	// key and lease alive: its number of holders is unknown, so a
+	// candidate of two waits for its lease as for a term of one, and one
+	// that may not wait gives up.
+	t.Run("bare-queue-key-blocks", func(t *testing.T) {
+		f := newFixture(t, cli)
+		f.holders = 1
+		a := f.lead()
+		keepAlive(t, cli, a.Lease)
+		if _, err := cli.Delete(ctx, a.Sentinel); err != nil {
+			t.Fatal(err)
+		}
+		f.holders = 2
+		if tn, err := f.campaigner(true).Campaign(ctx); !errors.Is(err, campaign.ErrNotLeader) {
+			if tn != nil {
+				tn.Revoke()
+			}
+			t.Errorf("--no-wait beside a term of unknown N = %v, want ErrNotLeader", err)
+		}
+		c := f.waiting(ctx, 0)
+		f.next(c, newest(t, cli, f.l))
+		still(t, c, "A's lease lives")
+		a.Revoke()
+		f.await(c)
+	})
+
+	// The same term's queue key then deleted by hand too, its lease still
+	// alive: the waiter that watched the key waits the lease out, as it
+	// would for a term of one, though one older term is fewer than two.
+	t.Run("bare-queue-key-deleted-lease-lives", func(t *testing.T) {
+		f := newFixture(t, cli)
+		f.holders = 1
+		a := f.lead()
+		keepAlive(t, cli, a.Lease)
+		if _, err := cli.Delete(ctx, a.Sentinel); err != nil {
+			t.Fatal(err)
+		}
+		f.holders = 2
+		c := f.waiting(ctx, 0)
+		f.next(c, newest(t, cli, f.l))
+		if _, err := cli.Delete(ctx, a.Key); err != nil {
+			t.Fatal(err)
+		}
+		f.waitsOnLease(c)
+		still(t, c, "A's lease lives")
+		a.Revoke()
+		f.await(c)
+	})
+
+	// A waiter whose own sentinel is deleted by hand leaves at once: its
+	// bare queue key would block the candidates behind it.
+	t.Run("waiter-sentinel-deleted", func(t *testing.T) {
+		f := newFixture(t, cli)
+		f.holders = 2
+		f.lead()
+		f.lead()
+		c := f.waiting(ctx, 2)
+		resp, err := cli.Get(ctx, f.l.SentinelPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cli.Delete(ctx, string(resp.Kvs[0].Key)); err != nil {
+			t.Fatal(err)
+		}
+		endsFromWatch(t, c, campaign.ErrKeyDeleted)
 	})
 }

@@ -17,6 +17,8 @@ import (
 //	                       concurrency.Election layout, so etcdctl elect -l
 //	                       and Election.Leader see the same leader)
 //	P.lease/<lease hex>    the term's lease sentinel, value = its queue key
+//	                       (with N > 1 holders, then " slot=<i>" once it
+//	                       took slot i, and " holders=<N>": SentinelValue)
 //	P.resign               the resign request, value = the queue key asked
 //	P.slot/<i>             with more than one holder, the slot i (0...N-1)
 //	                       a holding term took, value = its queue key
@@ -80,17 +82,28 @@ func (l Layout) SlotKey(i int) string { return l.SlotPrefix() + strconv.Itoa(i) 
 
 // SentinelValue is what a term's sentinel holds: its queue key and, when
 // the election has more than one holder, their number, so that every
-// candidate of one election can check that all agree on it. With one
-// holder the value is the queue key alone, as it always was.
-func SentinelValue(key string, holders int) string {
+// candidate of one election can check that all agree on it, and, once the
+// term took a slot (slot >= 0), the slot, so that a deleted slot key does
+// not free it while the lease lives (docs/design.md, "More than one
+// holder"). The slot comes before the number: an etcdlead that reads only
+// the number takes what follows holdersSep. With one holder the value is
+// the queue key alone, as it always was.
+func SentinelValue(key string, holders, slot int) string {
 	if holders <= 1 {
 		return key
+	}
+	if slot >= 0 {
+		key += slotSep + strconv.Itoa(slot)
 	}
 	return key + holdersSep + strconv.Itoa(holders)
 }
 
-// holdersSep cannot occur in a queue key: a prefix has no whitespace.
-const holdersSep = " holders="
+// holdersSep and slotSep cannot occur in a queue key: a prefix has no
+// whitespace.
+const (
+	holdersSep = " holders="
+	slotSep    = " slot="
+)
 
 // HoldersOf is the number of holders a sentinel's value records: 1 when it
 // records none (a term of one holder, or of an etcdlead from before
@@ -105,6 +118,22 @@ func HoldersOf(value []byte) int {
 		return 0
 	}
 	return h
+}
+
+// SlotOf is the slot a sentinel's value records, if it is one etcdlead
+// writes: a slot below a number of holders that HoldersOf reads.
+func SlotOf(value []byte) (int, bool) {
+	head, _, _ := strings.Cut(string(value), holdersSep)
+	key, s, ok := strings.Cut(head, slotSep)
+	h := HoldersOf(value)
+	if !ok || key == "" || h < 2 {
+		return 0, false
+	}
+	i, err := strconv.Atoi(s)
+	if err != nil || i < 0 || i >= h || strconv.Itoa(i) != s {
+		return 0, false
+	}
+	return i, true
 }
 
 // QueueKey is the queue key of the term with lease id.

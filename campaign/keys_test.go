@@ -3,6 +3,7 @@ package campaign
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -203,18 +204,53 @@ func TestNameErrorFormat(t *testing.T) {
 // value without it is one holder's, one with a number etcdlead never
 // writes is 0 (no agreement possible).
 func TestSentinelValue(t *testing.T) {
-	if v := SentinelValue("p/e/2a", 1); v != "p/e/2a" {
-		t.Errorf("one holder's sentinel value %q, want the queue key alone", v)
+	for _, slot := range []int{-1, 0} {
+		if v := SentinelValue("p/e/2a", 1, slot); v != "p/e/2a" {
+			t.Errorf("one holder's sentinel value %q, want the queue key alone", v)
+		}
 	}
 	for _, n := range []int{2, 3, MaxHolders} {
-		if got := HoldersOf([]byte(SentinelValue("p/e/2a", n))); got != n {
-			t.Errorf("HoldersOf(SentinelValue(_, %d)) = %d", n, got)
+		if got := HoldersOf([]byte(SentinelValue("p/e/2a", n, -1))); got != n {
+			t.Errorf("HoldersOf(SentinelValue(_, %d, -1)) = %d", n, got)
+		}
+		if _, ok := SlotOf([]byte(SentinelValue("p/e/2a", n, -1))); ok {
+			t.Errorf("SlotOf(SentinelValue(_, %d, -1)) found a slot", n)
 		}
 	}
 	for value, want := range map[string]int{"p/e/2a": 1, "": 1, "p/e/2a holders=1": 0, "p/e/2a holders=02": 0,
-		"p/e/2a holders=x": 0, "p/e/2a holders=-3": 0} {
+		"p/e/2a holders=x": 0, "p/e/2a holders=-3": 0, "p/e/2a slot=1 holders=2": 2, "p/e/2a holders=2 slot=1": 0} {
 		if got := HoldersOf([]byte(value)); got != want {
 			t.Errorf("HoldersOf(%q) = %d, want %d", value, got, want)
+		}
+	}
+}
+
+// A slot goes before the number of holders, so that an etcdlead that
+// parses only the number (everything after " holders=") still reads it;
+// only a slot below that number, written as etcdlead writes it, counts.
+func TestSlotOf(t *testing.T) {
+	for _, c := range []struct{ n, slot int }{{2, 0}, {2, 1}, {3, 2}, {MaxHolders, MaxHolders - 1}} {
+		v := SentinelValue("p/e/2a", c.n, c.slot)
+		if want := fmt.Sprintf("p/e/2a slot=%d holders=%d", c.slot, c.n); v != want {
+			t.Errorf("SentinelValue(_, %d, %d) = %q, want %q", c.n, c.slot, v, want)
+		}
+		// What an etcdlead from before slot records reads of it.
+		if _, n, _ := strings.Cut(v, " holders="); n != strconv.Itoa(c.n) {
+			t.Errorf("%q: the number after \" holders=\" is %q, want %d", v, n, c.n)
+		}
+		if got, ok := SlotOf([]byte(v)); !ok || got != c.slot {
+			t.Errorf("SlotOf(%q) = %d, %v; want %d", v, got, ok, c.slot)
+		}
+		if got := HoldersOf([]byte(v)); got != c.n {
+			t.Errorf("HoldersOf(%q) = %d, want %d", v, got, c.n)
+		}
+	}
+	for _, v := range []string{"", "p/e/2a", "p/e/2a slot=0", "p/e/2a holders=2", "slot=0 holders=2", " slot=0 holders=2",
+		"p/e/2a slot=2 holders=2", "p/e/2a slot=-1 holders=2", "p/e/2a slot=01 holders=2", "p/e/2a slot=+1 holders=2",
+		"p/e/2a slot= holders=2", "p/e/2a slot=x holders=2", "p/e/2a slot=1 holders=x", "p/e/2a slot=0 holders=1",
+		"p/e/2a holders=2 slot=1", "p/e/2a slot=0 slot=1 holders=2", "p/e/2a slot=0 holders=2 holders=2"} {
+		if got, ok := SlotOf([]byte(v)); ok {
+			t.Errorf("SlotOf(%q) = %d, want no slot", v, got)
 		}
 	}
 }

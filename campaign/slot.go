@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -13,30 +14,32 @@ import (
 // the lowest free slot (docs/design.md, "More than one holder"): a key
 // P.slot/<i> created only if absent, attached to the term's lease, so that
 // it goes with the lease and, while the lease lives, no other term can take
-// it. At most N terms that passed the wait live at once, for the reason at
-// most N children run, so one of the N slots is free unless a slot key was
-// put by hand; then the term waits for a slot key to go. It also starts the
-// slot's guard.
+// it. The same transaction records i in the term's sentinel, which only
+// the lease's end takes away: a slot key deleted by hand then frees no slot
+// while its holder, frozen perhaps, may still run a child in it. At most N
+// terms that passed the wait live at once, for the reason at most N
+// children run, so one of the N slots is free unless a slot key was put by
+// hand; then the term waits for a slot key or a sentinel to change. It also
+// starts the slot's guard.
 func (t *Term) takeSlot(ctx context.Context) error {
 	l, n := t.c.cfg.Layout, t.c.holders()
 	for {
-		var resp *clientv3.GetResponse
-		err := retry(ctx, func() error {
-			return t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) (err error) {
-				resp, err = t.c.cfg.Client.Get(rctx, l.SlotPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
-				return err
-			})
-		})
+		slots, sentinels, rev, err := t.readSlots(ctx)
 		if err != nil {
 			return t.waitErr(ctx, err)
 		}
 		taken := map[string]bool{}
-		for _, kv := range resp.Kvs {
+		for _, kv := range slots {
 			taken[string(kv.Key)] = true
 			// An earlier attempt of the transaction below committed but its
 			// answer was lost: the slot is ours.
 			if clientv3.LeaseID(kv.Lease) == t.Lease {
 				return t.tookSlot(string(kv.Key), kv.CreateRevision)
+			}
+		}
+		for _, kv := range sentinels {
+			if i, ok := SlotOf(kv.Value); ok && l.ValidSentinel(kv) && clientv3.LeaseID(kv.Lease) != t.Lease {
+				taken[l.SlotKey(i)] = true
 			}
 		}
 		free := -1
@@ -48,18 +51,28 @@ func (t *Term) takeSlot(ctx context.Context) error {
 		}
 		if free < 0 {
 			t.c.log.Warn("every slot is taken; waiting for one to be freed", "slots", l.SlotPrefix(), "holders", n)
-			if err := t.slotFreed(ctx, resp.Header.Revision); err != nil {
+			if err := t.slotFreed(ctx, rev); err != nil {
 				return err
 			}
 			continue
 		}
 		key := l.SlotKey(free)
+		if t.c.log.IsDebug() {
+			t.c.log.Debug("taking slot", "key", key, "rev", rev)
+		}
+		// The create compares, besides the slot key's absence and the own
+		// keys (the put must not bring back a sentinel deleted by hand),
+		// that no sentinel was created or rewritten since the read: a term
+		// that took this slot in between and had its slot key deleted by
+		// hand since leaves the key absent, but not its record.
 		var tresp *clientv3.TxnResponse
 		err = retry(ctx, func() error {
 			return t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) (err error) {
 				tresp, err = t.c.cfg.Client.Txn(rctx).
-					If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-					Then(clientv3.OpPut(key, t.Key, clientv3.WithLease(t.Lease))).
+					If(append(t.intact(), clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+						clientv3.Compare(clientv3.ModRevision(l.SentinelPrefix()), "<", rev+1).WithPrefix())...).
+					Then(clientv3.OpPut(key, t.Key, clientv3.WithLease(t.Lease)),
+						clientv3.OpPut(t.Sentinel, SentinelValue(t.Key, n, free), clientv3.WithLease(t.Lease))).
 					Else(clientv3.OpGet(key, clientv3.WithKeysOnly())).
 					Commit()
 				return err
@@ -74,9 +87,55 @@ func (t *Term) takeSlot(ctx context.Context) error {
 		if kvs := tresp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 && clientv3.LeaseID(kvs[0].Lease) == t.Lease {
 			return t.tookSlot(key, kvs[0].CreateRevision)
 		}
-		// Another term took it between the read and the transaction: a slot
-		// freed and taken in between. Read again.
+		// Another term took a slot or a sentinel changed between the read
+		// and the transaction, or the own keys went: read again, which
+		// says which.
 	}
+}
+
+// readSlots reads, at one revision, the slot keys and the sentinels that
+// may record a slot, with the own keys intact (else an error wrapping
+// ErrKeyDeleted). A term that holds a slot had fewer than N older terms
+// when it passed its wait, so its sentinel is among the N oldest valid
+// ones: the sentinels are read oldest first, on past foreign keys, until N
+// valid ones are in.
+func (t *Term) readSlots(ctx context.Context) (slots, sentinels []*mvccpb.KeyValue, rev int64, err error) {
+	l, n := t.c.cfg.Layout, t.c.holders()
+	oldest := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)}
+	mine := false
+	err = retry(ctx, func() error {
+		return t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) error {
+			resp, err := t.c.cfg.Client.Txn(rctx).
+				If(t.intact()...).
+				Then(clientv3.OpGet(l.SlotPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+					clientv3.OpGet(l.SentinelPrefix(), append(oldest, clientv3.WithLimit(int64(lookPage+n-1)))...)).
+				Commit()
+			if err != nil {
+				return err
+			}
+			if mine = resp.Succeeded; !mine {
+				return nil
+			}
+			rev = resp.Header.Revision
+			slots = resp.Responses[0].GetResponseRange().Kvs
+			s := resp.Responses[1].GetResponseRange()
+			sentinels = s.Kvs
+			valid := 0
+			for _, kv := range sentinels {
+				if l.ValidSentinel(kv) {
+					valid++
+				}
+			}
+			if s.More && valid < n {
+				sentinels, err = t.readAt(rctx, l.SentinelPrefix(), rev, oldest)
+			}
+			return err
+		})
+	})
+	if err == nil && !mine {
+		err = fmt.Errorf("taking a slot: %w", ErrKeyDeleted)
+	}
+	return slots, sentinels, rev, err
 }
 
 func (t *Term) tookSlot(key string, rev int64) error {
@@ -89,11 +148,14 @@ func (t *Term) tookSlot(key string, rev int64) error {
 	return nil
 }
 
-// slotFreed returns once a key under the slot prefix changed after rev.
+// slotFreed returns once a key under the slot prefix or the sentinel
+// prefix changed after rev: a slot whose key was deleted by hand is freed
+// only when its holder's sentinel goes with the lease.
 func (t *Term) slotFreed(ctx context.Context, rev int64) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	ws, stop := t.watchAll(wctx, []string{t.c.cfg.Layout.SlotPrefix()}, rev, clientv3.WithPrefix())
+	l := t.c.cfg.Layout
+	ws, stop := t.watchAll(wctx, []string{l.SlotPrefix(), l.SentinelPrefix()}, rev, clientv3.WithPrefix())
 	defer stop()
 	select {
 	case <-ws:

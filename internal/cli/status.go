@@ -137,7 +137,7 @@ func readElections(ctx context.Context, cli *clientv3.Client, prefix string, one
 		var slots map[int64]int
 		if h := e.Holders(); h > 1 {
 			var err error
-			if slots, err = readSlots(ctx, cli, e.Layout, h); err != nil {
+			if slots, err = readSlots(ctx, cli, e, h); err != nil {
 				return nil, err
 			}
 		}
@@ -189,8 +189,12 @@ func electionOf(e campaign.Election, slots map[int64]int) electionJSON {
 	return el
 }
 
-// readSlots maps the leases of an election's slot keys to their slots.
-func readSlots(ctx context.Context, cli *clientv3.Client, l campaign.Layout, holders int) (map[int64]int, error) {
+// readSlots maps the leases of an election's slot keys to their slots,
+// and the leases of the terms whose slot key is gone (deleted by hand)
+// to the slot their sentinel records: a holder's slot until its lease
+// ends (docs/design.md, "More than one holder").
+func readSlots(ctx context.Context, cli *clientv3.Client, e campaign.Election, holders int) (map[int64]int, error) {
+	l := e.Layout
 	resp, err := cli.Get(ctx, l.SlotPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		return nil, err
@@ -199,6 +203,13 @@ func readSlots(ctx context.Context, cli *clientv3.Client, l campaign.Layout, hol
 	for i := range holders {
 		for _, kv := range resp.Kvs {
 			if string(kv.Key) == l.SlotKey(i) && kv.Lease != 0 {
+				out[kv.Lease] = i
+			}
+		}
+	}
+	for _, kv := range e.Sentinels {
+		if i, ok := campaign.SlotOf(kv.Value); ok && i < holders {
+			if _, keyed := out[kv.Lease]; !keyed {
 				out[kv.Lease] = i
 			}
 		}
