@@ -189,7 +189,7 @@ func (t *Term) enqueue(ctx context.Context) (view, error) {
 			If(clientv3.Compare(clientv3.CreateRevision(t.Key), "=", 0),
 				clientv3.Compare(clientv3.CreateRevision(t.Sentinel), "=", 0)).
 			Then(append([]clientv3.Op{clientv3.OpPut(t.Key, t.c.cfg.ID, clientv3.WithLease(t.Lease)),
-				clientv3.OpPut(t.Sentinel, SentinelValue(t.Key, t.c.holders(), -1), clientv3.WithLease(t.Lease))}, reads...)...).
+				clientv3.OpPut(t.Sentinel, sentinelRecord(t.Key, t.c.holders(), -1, t.c.cfg.Containment), clientv3.WithLease(t.Lease))}, reads...)...).
 			// Else: an earlier attempt of this very transaction committed
 			// but its answer was lost; the keys are ours all the same.
 			Else(reads...).

@@ -33,6 +33,10 @@ type Config struct {
 	// with its child (docs/design.md, "More than one holder"); 0 means 1.
 	// Every candidate of an election must be given the same number.
 	Holders int
+	// Containment, if not "", is recorded in each term's sentinel, one word
+	// that says what holds its child's processes together, for status to
+	// show; the campaign does nothing else with it.
+	Containment string
 	// NoWait makes Campaign give up with ErrNotLeader, instead of queueing,
 	// when another term is ahead (with Holders N, when N are).
 	NoWait bool

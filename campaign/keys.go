@@ -98,12 +98,35 @@ func SentinelValue(key string, holders, slot int) string {
 	return key + holdersSep + strconv.Itoa(holders)
 }
 
-// holdersSep and slotSep cannot occur in a queue key: a prefix has no
-// whitespace.
+// holdersSep, slotSep and containmentSep cannot occur in a queue key: a
+// prefix has no whitespace.
 const (
-	holdersSep = " holders="
-	slotSep    = " slot="
+	holdersSep     = " holders="
+	slotSep        = " slot="
+	containmentSep = " containment="
 )
+
+// sentinelRecord is SentinelValue with, after the queue key, what holds
+// the term's child together (Config.Containment), for status to show; ""
+// records none. Every reader of the older fields looks for them by their
+// separators, so the value stays readable to an etcdlead that knows none.
+func sentinelRecord(key string, holders, slot int, containment string) string {
+	v := SentinelValue(key, holders, slot)
+	if containment == "" {
+		return v
+	}
+	return key + containmentSep + containment + v[len(key):]
+}
+
+// ContainmentOf is the containment a sentinel's value records, or "".
+func ContainmentOf(value []byte) string {
+	_, rest, ok := strings.Cut(string(value), containmentSep)
+	if !ok {
+		return ""
+	}
+	word, _, _ := strings.Cut(rest, " ")
+	return word
+}
 
 // HoldersOf is the number of holders a sentinel's value records: 1 when it
 // records none (a term of one holder, or of an etcdlead from before

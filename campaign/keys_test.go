@@ -254,3 +254,26 @@ func TestSlotOf(t *testing.T) {
 		}
 	}
 }
+
+func TestContainmentRecord(t *testing.T) {
+	for _, c := range []struct {
+		holders, slot int
+		mode          string
+	}{{1, -1, ""}, {1, -1, "cgroup"}, {2, -1, "process-group"}, {3, 2, "cgroup"}} {
+		v := []byte(sentinelRecord("p/e/2a", c.holders, c.slot, c.mode))
+		if got := ContainmentOf(v); got != c.mode {
+			t.Errorf("%q: containment %q, want %q", v, got, c.mode)
+		}
+		if got := HoldersOf(v); got != c.holders {
+			t.Errorf("%q: holders %d, want %d", v, got, c.holders)
+		}
+		if i, ok := SlotOf(v); ok != (c.slot >= 0) || ok && i != c.slot {
+			t.Errorf("%q: slot %d %v, want %d", v, i, ok, c.slot)
+		}
+	}
+	// An etcdlead that reads only the number finds it all the same.
+	v := sentinelRecord("p/e/2a", 3, 1, "cgroup")
+	if _, n, _ := strings.Cut(v, " holders="); n != "3" {
+		t.Errorf("%q: the number is not last", v)
+	}
+}

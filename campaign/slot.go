@@ -72,7 +72,7 @@ func (t *Term) takeSlot(ctx context.Context) error {
 					If(append(t.intact(), clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
 						clientv3.Compare(clientv3.ModRevision(l.SentinelPrefix()), "<", rev+1).WithPrefix())...).
 					Then(clientv3.OpPut(key, t.Key, clientv3.WithLease(t.Lease)),
-						clientv3.OpPut(t.Sentinel, SentinelValue(t.Key, n, free), clientv3.WithLease(t.Lease))).
+						clientv3.OpPut(t.Sentinel, sentinelRecord(t.Key, n, free, t.c.cfg.Containment), clientv3.WithLease(t.Lease))).
 					Else(clientv3.OpGet(key, clientv3.WithKeysOnly())).
 					Commit()
 				return err

@@ -99,6 +99,7 @@ func runAction(c *cli.Context, raw []string) (err error) {
 		Logger:         log.Named("campaign"),
 		NoWait:         rc.noWait,
 		Holders:        rc.holders,
+		Containment:    contained.Mode,
 		Observer:       runner.Observer(mon, keepers, settle),
 	})
 	if err != nil {

@@ -26,6 +26,9 @@ type candidateJSON struct {
 	TTL *int64 `json:"ttl_seconds,omitempty"`
 	// Slot is the slot a holder took (--holders > 1), once it took one.
 	Slot *int `json:"slot,omitempty"`
+	// Containment is what holds the candidate's child together, cgroup or
+	// process-group, as its term recorded it (none from an etcdlead that records none).
+	Containment string `json:"containment,omitempty"`
 }
 
 // electionJSON is one election. The shape is stable: fields are only added.
@@ -169,8 +172,13 @@ func electionOf(e campaign.Election, slots map[int64]int) electionJSON {
 	if holders > 1 {
 		el.Holders, el.Holding = holders, []candidateJSON{}
 	}
+	contained := map[int64]string{}
+	for _, kv := range e.Sentinels {
+		contained[kv.Lease] = campaign.ContainmentOf(kv.Value)
+	}
 	for i, kv := range e.Queue {
-		cand := candidateJSON{ID: string(kv.Value), Key: string(kv.Key), Rev: kv.CreateRevision, Lease: fmt.Sprintf("%x", kv.Lease)}
+		cand := candidateJSON{ID: string(kv.Value), Key: string(kv.Key), Rev: kv.CreateRevision, Lease: fmt.Sprintf("%x", kv.Lease),
+			Containment: contained[kv.Lease]}
 		if i >= holders {
 			el.Waiting = append(el.Waiting, cand)
 			continue

@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,6 +13,7 @@ import (
 	"time"
 
 	"github.com/etcdlead/etcdlead/internal/etcdtest"
+	"github.com/etcdlead/etcdlead/internal/ops"
 	"github.com/etcdlead/etcdlead/internal/proctest"
 	"github.com/etcdlead/etcdlead/supervisor"
 )
@@ -233,4 +237,169 @@ func TestKeeperKilledUnderFrozenSupervisorEndsAtResume(t *testing.T) {
 		c1.stop(t)
 		c1.exit(t)
 	})
+}
+
+// The containment in force is shown at start-up, in /status and, from the
+// term's sentinel, in status --json; the child runs in a cgroup of its own
+// with cgroup containment; and no cgroup is left once etcdlead exits.
+func TestContainmentShownAndCleanedUp(t *testing.T) {
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	eachContainment(t, func(t *testing.T, flags []string) {
+		mode := strings.TrimPrefix(flags[0], "--containment=")
+		e := newEnv(t, cluster.Endpoints())
+		addr := freeAddr(t)
+		c1 := e.start("c1", append(flags, "--status-addr="+addr), e.probe())
+		line, _ := c1.log.waitFor(t, "c1", "containment="+mode, 0)
+		ready, _ := c1.out.waitFor(t, "c1", "ready", 0)
+		_, body := httpGet(t, "http://"+addr+"/status")
+		var s ops.Instance
+		if err := json.Unmarshal([]byte(body), &s); err != nil || s.Containment == nil || s.Containment.Mode != mode || s.Containment.Reason == "" {
+			t.Errorf("/status = %s (%v), want containment %s with its reason", body, err, mode)
+		}
+		out, _, _ := e.etcdleadCmd("status", "--election=probe", "--json")
+		var el electionJSON
+		if err := json.Unmarshal([]byte(out), &el); err != nil || el.Leader == nil || el.Leader.Containment != mode {
+			t.Errorf("status --json = %s (%v), want the leader's containment %s", out, err, mode)
+		}
+		cg, err := os.ReadFile("/proc/" + strconv.Itoa(readyPid(t, ready)) + "/cgroup")
+		if err != nil {
+			t.Fatal(err)
+		}
+		inOwn := strings.Contains(string(cg), "/etcdlead-"+strconv.Itoa(c1.cmd.Process.Pid)+"-")
+		if inOwn != (mode == "cgroup") {
+			t.Errorf("with containment %s the child's cgroup is %q", mode, cg)
+		}
+		c1.stop(t)
+		c1.exit(t)
+		if mode == "cgroup" {
+			dir := strings.TrimSuffix(strings.SplitN(line, "cgroup=", 2)[1], "\n")
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Errorf("etcdlead's cgroup %s is left behind after it exited (%v)", dir, err)
+			}
+		}
+	})
+}
+
+// ownCgroupDir is this test process's cgroup directory in the v2
+// hierarchy, read as etcdlead reads it (supervisor/containment_linux.go).
+func ownCgroupDir(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var own string
+	for _, l := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(l, "0::"); ok {
+			own = p
+		}
+	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(mi), "\n") {
+		pre, post, ok := strings.Cut(l, " - ")
+		if f := strings.Fields(pre); ok && strings.HasPrefix(post, "cgroup2 ") && len(f) > 4 && f[3] == "/" {
+			return filepath.Join(f[4], own)
+		}
+	}
+	t.Fatal("no cgroup2 mount")
+	return ""
+}
+
+// A cgroup that cannot be made (here: etcdlead runs in a cgroup that
+// allows none below it) costs the default no start: the child runs,
+// contained by its process group, with one line that says why; with
+// --containment=cgroup it is a refusal, exit 125, and no child.
+func TestNoCgroupFallsBackOrRefuses(t *testing.T) {
+	if err := supervisor.CgroupSupport(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("cgroup containment unavailable under CI: %v", err)
+		}
+		t.Skipf("cgroup containment unavailable: %v", err)
+	}
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	e := newEnv(t, cluster.Endpoints())
+	shallow := filepath.Join(ownCgroupDir(t), "etcdlead-test-"+strconv.Itoa(os.Getpid()))
+	if err := os.Mkdir(shallow, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Rmdir(shallow) })
+	if err := os.WriteFile(filepath.Join(shallow, "cgroup.max.depth"), []byte("0"), 0); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := syscall.Open(shallow, syscall.O_DIRECTORY|syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	startIn := func(name string, flags ...string) *candidate {
+		args := append([]string{"run", "--endpoints=" + strings.Join(e.endpoints, ","), "--prefix=" + e.prefix, "--id=" + name}, append(flags, fast...)...)
+		cmd := exec.Command(etcdleadBin(), append(append(args, "--"), e.probe()...)...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+		return e.launch(name, cmd)
+	}
+	c1 := startIn("c1")
+	c1.out.waitFor(t, "c1", "ready", 0)
+	if n := c1.log.count("containment=process-group"); n != 1 || c1.log.count("allows no more cgroups") != 1 {
+		t.Errorf("want one start line saying process-group and why:\n%s", c1.log)
+	}
+	c1.stop(t)
+	c1.exit(t)
+	c2 := startIn("c2", "--containment=cgroup")
+	if code := c2.exit(t); code != 125 {
+		t.Fatalf("--containment=cgroup without a cgroup: exit %d, want 125", code)
+	}
+	if line, ok := c2.log.find("--containment=cgroup"); !ok || !strings.Contains(line, "allows no more cgroups") {
+		t.Errorf("want one line naming the problem:\n%s", c2.log)
+	}
+	if e.jobRuns(t) != 1 {
+		t.Errorf("a refused run started a child")
+	}
+}
+
+// Both the supervisor and its keeper killed (the keeper first, under a
+// frozen supervisor): what the child started is left in its cgroup with
+// nobody to stop it. The next etcdlead started in the same cgroup, of any
+// election, kills it and removes the dead one's cgroups.
+func TestStaleCgroupOfDeadEtcdleadRemoved(t *testing.T) {
+	if err := supervisor.CgroupSupport(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("cgroup containment unavailable under CI: %v", err)
+		}
+		t.Skipf("cgroup containment unavailable: %v", err)
+	}
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	e := newEnv(t, cluster.Endpoints())
+	c1 := e.start("c1", []string{"--containment=cgroup", "--ttl=60s"}, e.probe("-escapees"))
+	line, _ := c1.log.waitFor(t, "c1", "containment=cgroup", 0)
+	dir := strings.TrimSpace(strings.SplitN(line, "cgroup=", 2)[1])
+	_, pids := escapees(t, c1)
+	ready, _ := c1.out.find("ready")
+	_, keeper := keeperOf(t, ready)
+	c1.signal(t, syscall.SIGSTOP)
+	if err := syscall.Kill(keeper, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	c1.signal(t, syscall.SIGKILL)
+	c1.exit(t)
+	for _, pid := range pids {
+		if !proctest.Running(pid) {
+			t.Fatalf("escapee %d ended with nobody to stop it", pid)
+		}
+	}
+	c2 := e.start("c2", []string{"--containment=cgroup", "--election=other"}, e.probe())
+	c2.out.waitFor(t, "c2", "ready", 0)
+	c2.log.waitFor(t, "c2", "killed what a dead etcdlead left in its cgroup", 0)
+	for _, pid := range pids {
+		if ok, err := proctest.GoneBy(pid, time.Now().Add(safety)); !ok {
+			t.Errorf("escapee %d still runs (%v)", pid, err)
+		}
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the dead etcdlead's cgroup %s is still there (%v)", dir, err)
+	}
+	c2.stop(t)
+	c2.exit(t)
 }

@@ -303,7 +303,10 @@ func (e *env) launch(name string, cmd *exec.Cmd) *candidate {
 	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
 	// A test binary that dies (a timeout, a kill) takes its candidates with
 	// it; their keepers then stop the probes.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	c := &candidate{name: name, cmd: cmd, out: newLines(stdoutR), log: newLines(stderrR), done: make(chan struct{})}
 	err = cmd.Start()
 	stdoutW.Close()

@@ -61,6 +61,8 @@ type candidateJSON struct {
 	Rev   int64  `json:"rev"`
 	Lease string `json:"lease"`
 	TTL   *int64 `json:"ttl_seconds,omitempty"`
+	// Containment is what holds its child together (README.md, "Containment").
+	Containment string `json:"containment,omitempty"`
 }
 
 func (e *env) status(t *testing.T, election string) electionJSON {
