@@ -220,7 +220,7 @@ func checkUnit(t *testing.T, root, etcdlead string) {
 		"ExecStart=/usr/bin/etcdlead run -- $ETCDLEAD_COMMAND\n",
 		"EnvironmentFile=/etc/etcdlead/%i.env\n",
 		"Environment=ETCDLEAD_ELECTION=%i\n",
-		"Type=notify\n", "KillMode=mixed\n", "SuccessExitStatus=143\n",
+		"Type=notify\n", "KillMode=mixed\n", "Delegate=yes\n", "SuccessExitStatus=143\n",
 	} {
 		if !bytes.Contains(unit, []byte(want)) {
 			t.Errorf("the unit has no %q", strings.TrimSpace(want))
