@@ -344,7 +344,13 @@ func (c *Child) wait(k *keeperProc, status *bufio.Scanner) {
 				// time, off the path to the revoke.
 				trace.Mark("supervisor.exit-report")
 				c.emptyCgroup("after the keeper's report")
-				c.publish(Result{Code: code, Reason: Reason(f[2]), Signaled: len(f) == 4})
+				res := Result{Code: code, Reason: Reason(f[2]), Signaled: len(f) == 4}
+				if c.supervisorFenced() {
+					// The child died of this process's fence, which its
+					// keeper, stopped till then, took for an end of its own.
+					res.Reason, res.Signaled = ReasonFenced, false
+				}
+				c.publish(res)
 				k.stat.Close()
 				_ = k.wait()
 				return

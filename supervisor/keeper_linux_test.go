@@ -495,8 +495,8 @@ func TestStoppedKeeperFencesForkChurningTree(t *testing.T) {
 }
 
 // A keeper stopped (SIGSTOP) fences nothing: the supervisor's own fence
-// kills the child's tree by the deadline, then the keeper, and ends the
-// term only once nothing of it is left.
+// kills the child's tree by the deadline, and the term ends, fenced, once
+// nothing of it is left.
 func TestStoppedKeeperFencedBySupervisor(t *testing.T) {
 	eachContainment(t, func(t *testing.T) {
 		f := Fence{Deadline: Now() + 3*time.Second, KillTimeout: 200 * time.Millisecond, Margin: 500 * time.Millisecond}
@@ -513,6 +513,11 @@ func TestStoppedKeeperFencedBySupervisor(t *testing.T) {
 			if !exitsBy(t, pid, f.Deadline) {
 				t.Fatalf("process %d still runs at the deadline, its keeper stopped", pid)
 			}
+		}
+		// Resumed now, the keeper finds its child killed by a hand not its
+		// own, and reports that; the term was fenced all the same.
+		if err := syscall.Kill(keeper, syscall.SIGCONT); err != nil {
+			t.Fatal(err)
 		}
 		if got := s.result(t); got != (Result{Code: 137, Reason: ReasonFenced}) {
 			t.Fatalf("got %+v, want 137 fenced", got)

@@ -116,9 +116,9 @@ var faults = []fault{
 		cc.cur.exit(c.t)
 		// The keeper stops the child and its descendants at once; the
 		// fence would by the lease's end. Either way they are gone then.
-		for _, pid := range pids {
-			if gone, _ := proctest.GoneBy(pid, time.Now().Add(chaosTTL+time.Second)); !gone {
-				c.orphans = append(c.orphans, fmt.Sprintf("pid %d of %s alive a TTL after kill -9", pid, cc.name))
+		for _, p := range pids {
+			if gone, _ := proctest.GoneSince(p.pid, p.seen, time.Now().Add(chaosTTL+time.Second)); !gone {
+				c.orphans = append(c.orphans, fmt.Sprintf("pid %d of %s alive a TTL after kill -9", p.pid, cc.name))
 			}
 		}
 		c.start(cc)
@@ -308,15 +308,40 @@ func (c *chaos) reset(cc *chaosCand) {
 	}
 }
 
+// seenPid is a pid, and when a line of the probe's told it: a later
+// process with that pid is another one.
+type seenPid struct {
+	pid  int
+	seen time.Time
+}
+
 // childTree is the pids of the child a candidate process runs and of the
-// escapees it started, or nothing.
-func (c *chaos) childTree(cand *candidate) []int {
-	child := c.runningChild(cand)
-	if child == 0 {
+// escapees and churn loops it started, or nothing.
+func (c *chaos) childTree(cand *candidate) []seenPid {
+	if c.runningChild(cand) == 0 {
 		return nil
 	}
-	all, _, _ := cand.out.snapshot()
-	return append(append(escapeePids(all), churnPids(all)...), child)
+	return treePids(c.t, cand)
+}
+
+// treePids is every pid a candidate's probes reported: children,
+// escapees, churn loops.
+func treePids(t *testing.T, cand *candidate) []seenPid {
+	var out []seenPid
+	for _, r := range cand.out.matching("ready pid=") {
+		out = append(out, seenPid{readyPid(t, r.text), r.at})
+	}
+	for _, r := range cand.out.matching("escapee ") {
+		for _, pid := range escapeePids([]string{r.text}) {
+			out = append(out, seenPid{pid, r.at})
+		}
+	}
+	for _, r := range cand.out.matching("churn pids=") {
+		for _, pid := range churnPids([]string{r.text}) {
+			out = append(out, seenPid{pid, r.at})
+		}
+	}
+	return out
 }
 
 // churnPids are the pids of the probe's churn loops ("churn pids=A,B,...")
@@ -391,7 +416,7 @@ func (c *chaos) nestedElection() {
 		c.nested = nil
 		return
 	}
-	inner := *c.e
+	inner := *c.e.via(c.cluster.Endpoints()...)
 	inner.prefix = c.layout.QueuePrefix()
 	inner.lock += ".inner"
 	inner.journal += ".inner"
@@ -449,15 +474,10 @@ func (c *chaos) finish() {
 	var starts []stamped
 	fences := 0
 	for _, p := range procs {
-		var pids []int
-		for _, r := range p.out.matching("ready pid=") {
-			starts = append(starts, r)
-			pids = append(pids, readyPid(c.t, r.text))
-		}
-		all, _, _ := p.out.snapshot()
-		for _, pid := range append(append(pids, escapeePids(all)...), churnPids(all)...) {
-			if gone, _ := proctest.GoneBy(pid, time.Now().Add(chaosTTL+time.Second)); !gone {
-				c.orphans = append(c.orphans, fmt.Sprintf("pid %d alive after every supervisor ended", pid))
+		starts = append(starts, p.out.matching("ready pid=")...)
+		for _, x := range treePids(c.t, p) {
+			if gone, _ := proctest.GoneSince(x.pid, x.seen, time.Now().Add(chaosTTL+time.Second)); !gone {
+				c.orphans = append(c.orphans, fmt.Sprintf("pid %d alive after every supervisor ended", x.pid))
 			}
 		}
 		fences += len(p.log.matching("fence: lease deadline near"))

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlead/etcdlead/internal/etcdtest"
 	"github.com/etcdlead/etcdlead/internal/ops"
@@ -325,7 +328,12 @@ func TestNoCgroupFallsBackOrRefuses(t *testing.T) {
 	if err := os.Mkdir(shallow, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = syscall.Rmdir(shallow) })
+	t.Cleanup(func() {
+		// Its last keeper may still be on its way out.
+		for end := time.Now().Add(safety); syscall.Rmdir(shallow) == syscall.EBUSY && time.Now().Before(end); {
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
 	if err := os.WriteFile(filepath.Join(shallow, "cgroup.max.depth"), []byte("0"), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -402,4 +410,73 @@ func TestStaleCgroupOfDeadEtcdleadRemoved(t *testing.T) {
 	}
 	c2.stop(t)
 	c2.exit(t)
+}
+
+// resign reports a step-down only once the leader's lease has ended, not
+// when its key goes: here the key is deleted by hand while the leader is
+// frozen, and its child runs on until the keeper's fence.
+func TestResignWaitsForTheLease(t *testing.T) {
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	e := newEnv(t, cluster.Endpoints())
+	c1 := e.start("c1", fast, e.probe())
+	ready, _ := c1.out.waitFor(t, "c1", "ready", 0)
+	child := readyPid(t, ready)
+	cli := cluster.Client(t)
+	key, lease := leaseOf(t, cli, e.prefix+"probe/", "c1")
+	c1.signal(t, syscall.SIGSTOP)
+	t.Cleanup(func() { _ = c1.cmd.Process.Signal(syscall.SIGCONT) })
+	type result struct {
+		out, errs string
+		code      int
+	}
+	wctx, stop := context.WithCancel(ctxT(t))
+	defer stop()
+	now, err := cli.Get(ctxT(t), e.prefix+"probe.resign")
+	if err != nil {
+		t.Fatal(err)
+	}
+	requests := cli.Watch(wctx, e.prefix+"probe.resign", clientv3.WithFilterDelete(), clientv3.WithRev(now.Header.Revision+1))
+	asked := make(chan struct{})
+	go func() {
+		for resp := range requests {
+			if len(resp.Events) > 0 {
+				close(asked)
+				return
+			}
+		}
+	}()
+	done := make(chan result, 1)
+	go func() {
+		cmd := exec.Command(etcdleadBin(), "resign", "--endpoints="+strings.Join(e.endpoints, ","), "--prefix="+e.prefix,
+			"--election=probe", "--timeout=30s")
+		var out, errs strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errs
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		done <- result{out.String(), errs.String(), code}
+	}()
+	// The request is in etcd once resign waits on it.
+	select {
+	case <-asked:
+	case <-time.After(safety):
+		t.Fatal("no resign request in etcd")
+	}
+	if _, err := cli.Delete(ctxT(t), key); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	running := proctest.Running(child)
+	ttl, err := cli.TimeToLive(ctxT(t), lease)
+	if r.code != 0 || !strings.Contains(r.out, "stepped down") {
+		t.Fatalf("resign: exit %d, %q %q", r.code, r.out, r.errs)
+	}
+	if running || err != nil || ttl.TTL != -1 {
+		t.Errorf("resign said %q while the child ran (%v) or the lease lived (TTL %d, %v)", strings.TrimSpace(r.out), running, ttl.TTL, err)
+	}
+	c1.signal(t, syscall.SIGCONT)
+	c1.stop(t)
+	c1.exit(t)
 }

@@ -91,6 +91,49 @@ func GoneBy(pid int, by time.Time) (bool, error) {
 	}
 }
 
+// GoneSince is GoneBy for a process seen at seen, or a little after it
+// started: a process with its pid that started later is another one (pids
+// are reused, and soon on a machine that forks fast), and counts as gone.
+func GoneSince(pid int, seen, by time.Time) (bool, error) {
+	if started, err := startedAt(pid); err == nil && started.After(seen.Add(time.Second)) {
+		return true, nil
+	}
+	return GoneBy(pid, by)
+}
+
+// startedAt is when process pid started, to within a clock tick: field 22
+// of /proc/PID/stat, in ticks after boot (USER_HZ, 100 on Linux), after
+// btime in /proc/stat.
+func startedAt(pid int) (time.Time, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return time.Time{}, err
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 20 {
+		return time.Time{}, fmt.Errorf("/proc/%d/stat: unexpected %q", pid, b)
+	}
+	ticks, err := strconv.ParseInt(f[19], 10, 64)
+	if err != nil {
+		return time.Time{}, err
+	}
+	st, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return time.Time{}, err
+	}
+	for _, l := range strings.Split(string(st), "\n") {
+		if v, ok := strings.CutPrefix(l, "btime "); ok {
+			boot, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return time.Time{}, err
+			}
+			return time.Unix(boot, 0).Add(time.Duration(ticks) * 10 * time.Millisecond), nil
+		}
+	}
+	return time.Time{}, errors.New("/proc/stat: no btime")
+}
+
 // KillAtCleanup SIGKILLs the processes when the test ends, should they still
 // run: what a failing keeper left behind. Pidfds make sure a reused pid is
 // never hit.
