@@ -38,10 +38,13 @@ type config struct {
 	out         string
 	etcdleadBin string
 	against     string // an etcdlead binary that stands in for etcdctl lock
-	only        map[string]bool
-	keep        bool
-	dataDir     string
-	seed        uint64
+	// againstContainment, if set, is the -against tool's --containment,
+	// so that one binary is compared with itself under another one.
+	againstContainment string
+	only               map[string]bool
+	keep               bool
+	dataDir            string
+	seed               uint64
 
 	ttfcRuns, handoffRuns, failoverRuns, costHandoffs int
 	stepRuns, deleteRuns                              int
@@ -82,6 +85,7 @@ func main() {
 	flag.StringVar(&cfg.out, "out", "", "write the report here (default: BENCHMARKS.md in the module root; with -quick, standard output)")
 	flag.StringVar(&cfg.etcdleadBin, "etcdlead", "", "use this etcdlead binary instead of building the checkout (to compare a change)")
 	flag.StringVar(&cfg.against, "against", "", "A/B of two etcdlead binaries: this one (its keeper beside it) stands in for etcdctl lock; needs -out and -only among ttfc,handoff,deleted,failover")
+	flag.StringVar(&cfg.againstContainment, "against-containment", "", "with -against: run it with this --containment (auto, cgroup, process-group), to measure what a containment costs")
 	flag.StringVar(&only, "only", "", "comma-separated subset of ttfc,handoff,steps,deleted,failover,cost,fleet,idle")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the work directory (binaries, logs, etcd data)")
 	flag.StringVar(&cfg.dataDir, "dir", "", "parent of the work directory, which holds etcd's data (default: the system temp dir, unless that is tmpfs)")
@@ -249,6 +253,13 @@ func (b *bench) run() error {
 		// second tool; its candidates keep etcdlead's own layout.
 		t := etcdleadTool(b.cfg.against)
 		t.Key, t.Name = ctl, "etcdlead at "+b.cfg.against
+		if m := b.cfg.againstContainment; m != "" {
+			args := t.args
+			t.args = func(ep, election string, ttl int, id string, child []string) []string {
+				return append([]string{"run", "--containment=" + m}, args(ep, election, ttl, id, child)[1:]...)
+			}
+			t.Name += " with --containment=" + m
+		}
 		b.tools[1] = t
 	}
 

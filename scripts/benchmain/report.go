@@ -175,9 +175,9 @@ func (r *report) sectionHandoff(w func(string, ...any)) {
 	w("\n")
 
 	med := float64(a.median()) / float64(c.median())
-	r.addTarget("graceful handoff gap median, 3 candidates, ≤ 1.1× etcdctl lock's (aim < 1.0×)",
-		fmt.Sprintf("%s vs %s: %.2f×", ms(a.median()), ms(c.median()), med), med <= 1.1,
-		fmt.Sprintf("by %s (%.2f× against 1.1×): see *Graceful handoff, step by step* and *Why* below", ms(a.median()-time.Duration(1.1*float64(c.median()))), med))
+	r.addTarget("graceful handoff gap median, 3 candidates, ≤ 1.3× etcdctl lock's",
+		fmt.Sprintf("%s vs %s: %.2f×", ms(a.median()), ms(c.median()), med), med <= 1.3,
+		fmt.Sprintf("by %s (%.2f× against 1.3×): see *Graceful handoff, step by step* and *Why* below", ms(a.median()-time.Duration(1.3*float64(c.median()))), med))
 }
 
 func (r *report) sectionFailover(w func(string, ...any)) {
@@ -214,10 +214,10 @@ func (r *report) sectionFailover(w func(string, ...any)) {
 	}
 	w("\n\n")
 	first := len(a) - f.overlap[lead]
-	r.addTarget("crash failover median ≤ TTL + 0.6 s (TTL 2 s), the old child gone first every time",
+	r.addTarget("crash failover median ≤ TTL + 0.3 s (TTL 2 s), the old child gone first every time",
 		fmt.Sprintf("%s (TTL %s), old child gone first in %d of %d; etcdctl lock %s", ms(a.median()), signed(a.median()-ttl), first, len(a), ms(c.median())),
-		a.median() <= ttl+600*time.Millisecond && first == len(a),
-		fmt.Sprintf("median over by %s; old child not gone first in %d", ms(max(0, a.median()-ttl-600*time.Millisecond)), f.overlap[lead]))
+		a.median() <= ttl+300*time.Millisecond && first == len(a),
+		fmt.Sprintf("median over by %s; old child not gone first in %d", ms(max(0, a.median()-ttl-300*time.Millisecond)), f.overlap[lead]))
 }
 
 func signed(d time.Duration) string {
@@ -256,8 +256,8 @@ func (r *report) sectionFirstChild(w func(string, ...any)) {
 			w("No marks were written: this etcdlead binary has no trace hooks for its start.\n\n")
 		}
 	}
-	r.addTarget("time to first child, uncontended, ≤ 1.1× etcdctl lock's (aim < 1.0×)", fmt.Sprintf("%s vs %s: %s", ms(a.median()), ms(c.median()), ratio(a.median(), c.median())),
-		float64(a.median()) <= 1.1*float64(c.median()), fmt.Sprintf("by %s (%s against 1.1×): see *Why* below", ms(a.median()-time.Duration(1.1*float64(c.median()))), ratio(a.median(), c.median())))
+	r.addTarget("time to first child, uncontended, ≤ 1.3× etcdctl lock's", fmt.Sprintf("%s vs %s: %s", ms(a.median()), ms(c.median()), ratio(a.median(), c.median())),
+		float64(a.median()) <= 1.3*float64(c.median()), fmt.Sprintf("by %s (%s against 1.3×): see *Why* below", ms(a.median()-time.Duration(1.3*float64(c.median()))), ratio(a.median(), c.median())))
 }
 
 func (r *report) sectionCost(w func(string, ...any)) {
