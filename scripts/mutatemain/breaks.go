@@ -197,14 +197,14 @@ var breaks = []breakage{
 		name: "supervisor: its own fence", file: "supervisor/supfence_linux.go",
 		why: "the supervisor leaves the fence to the keeper alone: a stopped keeper fences nothing",
 		old: "\t\tkt.arm(at)\n",
-		new: "\t\tkt.arm(0)\n",
+		new: "\t\tkt.arm(at * 0)\n",
 		pkg: "./internal/e2e", tests: "^TestStoppedKeeperStillFenced$",
 	},
 	{
 		name: "supervisor: its own fence (supervisor)", file: "supervisor/supfence_linux.go",
 		why: "the same, at the supervisor package's own level",
 		old: "\t\tkt.arm(at)\n",
-		new: "\t\tkt.arm(0)\n",
+		new: "\t\tkt.arm(at * 0)\n",
 		pkg: "./supervisor", tests: "^(TestStoppedKeeperFencedBySupervisor|TestStoppedKeeperFencesForkChurningTree)$",
 	},
 	{
