@@ -91,8 +91,10 @@ func checkWatchSchema(t *testing.T, line string) {
 		t.Fatalf("waiting is not a list (%v):\n%s", err, line)
 	}
 	for _, c := range append(cands, waiting...) {
-		if got := slices.Sorted(maps.Keys(c)); !slices.Equal(got, []string{"id", "key", "lease", "rev"}) {
-			t.Fatalf("candidate fields %v, want id, key, lease, rev:\n%s", got, line)
+		// Every candidate here is an etcdlead of this version: its term
+		// recorded its containment.
+		if got := slices.Sorted(maps.Keys(c)); !slices.Equal(got, []string{"containment", "id", "key", "lease", "rev"}) {
+			t.Fatalf("candidate fields %v, want containment, id, key, lease, rev:\n%s", got, line)
 		}
 	}
 	var s watchLine
