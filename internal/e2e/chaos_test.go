@@ -540,32 +540,45 @@ func (c *chaos) checkSchedule(starts, fences int, gap time.Duration) {
 
 // longestGap finds the longest stretch with no child running, from the
 // arrival times of "ready" and "child exited" lines, and names the fault
-// injected last before it began.
+// injected last before it began. Each candidate runs at most one child:
+// an end counts only after its ready, since a child fenced before it
+// said ready, or an end logged twice, would otherwise count a child
+// gone that never counted as running, and hide the next term's start.
 func (c *chaos) longestGap(procs []*candidate) (time.Duration, string) {
 	type ev struct {
 		at    time.Time
-		delta int
+		who   int
+		start bool
 	}
 	var evs []ev
-	for _, p := range procs {
+	for i, p := range procs {
 		for _, r := range p.out.matching("ready pid=") {
-			evs = append(evs, ev{r.at, +1})
+			evs = append(evs, ev{r.at, i, true})
 		}
 		ends := p.log.matching("child exited")
 		ends = append(ends, p.log.matching("supervisor gone; stopping the child")...)
 		for _, x := range ends {
-			evs = append(evs, ev{x.at, -1})
+			evs = append(evs, ev{x.at, i, false})
 		}
 	}
-	slices.SortFunc(evs, func(a, b ev) int { return a.at.Compare(b.at) })
+	slices.SortStableFunc(evs, func(a, b ev) int { return a.at.Compare(b.at) })
 	var longest time.Duration
 	var cause string
+	runs := make([]bool, len(procs))
 	running := 0
-	var since time.Time
+	since := time.Time{}
 	for _, x := range evs {
-		running += x.delta
+		if runs[x.who] == x.start {
+			continue
+		}
+		runs[x.who] = x.start
+		if x.start {
+			running++
+		} else {
+			running--
+		}
 		switch {
-		case running <= 0 && since.IsZero():
+		case running == 0 && since.IsZero():
 			since = x.at
 		case running > 0 && !since.IsZero():
 			if d := x.at.Sub(since); d > longest {
