@@ -56,6 +56,9 @@ func newKeeper(log hclog.Logger, pid int, g *groupState, clock *fenceClock, cg c
 		log.Warn("no thread of its own for the fence's SIGKILL; it goes out from the loop", "error", err)
 	} else {
 		k.kill = kt
+		if kt.realtime != nil {
+			log.Debug("the fence's thread runs in the ordinary class", "error", kt.realtime)
+		}
 	}
 	// Orphans re-parented here end as this process's zombies; each end
 	// says so, and they are reaped by pid (reapOthers).

@@ -14,12 +14,17 @@ import (
 // fence that waited for its turn in a loop, or for the runtime to hand its
 // wake-up from the poller to a goroutine, would wait once per hand-off for
 // CPU, which a tree that forks without pause takes from every process on
-// the machine, the fencer's too (docs/design.md, "Containment").
+// the machine, the fencer's too (docs/design.md, "Containment"). Where
+// this process may, that thread is also put in the lowest real-time class:
+// woken, it runs before every ordinary thread on its CPU, however many
+// there are; where it may not, it waits its turn as one of them.
 type killTimer struct {
 	fd   int
 	mu   sync.Mutex
 	done bool
 	at   time.Duration
+	// realtime is why the thread is not in the real-time class, or nil.
+	realtime error
 }
 
 // newKillTimer starts a disarmed killTimer; fire runs on its thread each
@@ -33,7 +38,10 @@ func newKillTimer(fire func()) (*killTimer, error) {
 	t := &killTimer{fd: fd}
 	started := make(chan struct{})
 	go func() {
+		// Locked and never unlocked, the thread ends with the goroutine:
+		// its class is never lent to other code.
 		runtime.LockOSThread()
+		t.realtime = realtime()
 		close(started)
 		buf := make([]byte, 8)
 		for {
@@ -56,6 +64,15 @@ func newKillTimer(fire func()) (*killTimer, error) {
 	}()
 	<-started
 	return t, nil
+}
+
+// realtime puts the calling thread in SCHED_FIFO at the lowest priority,
+// reset on fork, so that no thread or process made from it inherits it.
+// It needs CAP_SYS_NICE, or an RLIMIT_RTPRIO above zero.
+func realtime() error {
+	return unix.SchedSetAttr(0, &unix.SchedAttr{
+		Policy: unix.SCHED_FIFO, Priority: 1, Flags: unix.SCHED_FLAG_RESET_ON_FORK,
+	}, 0)
 }
 
 // arm sets the time at which fire runs (0: none); a later call replaces it.

@@ -41,6 +41,9 @@ func (c *Child) superviseFence() {
 		return
 	}
 	defer kt.close()
+	if kt.realtime != nil {
+		c.log.Debug("the fence's thread runs in the ordinary class", "error", kt.realtime)
+	}
 	for {
 		c.mu.Lock()
 		at := c.fence.KillAt()

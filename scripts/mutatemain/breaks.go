@@ -208,6 +208,13 @@ var breaks = []breakage{
 		pkg: "./supervisor", tests: "^(TestStoppedKeeperFencedBySupervisor|TestStoppedKeeperFencesForkChurningTree)$",
 	},
 	{
+		name: "fence: the real-time class", file: "supervisor/killtimer_linux.go",
+		why: "the fence's thread waits for CPU behind every thread of a tree that forks without pause",
+		old: "\t\tt.realtime = realtime()\n",
+		new: "\t\tt.realtime = nil\n",
+		pkg: "./supervisor", tests: "^TestKillTimerThreadClass$",
+	},
+	{
 		name: "resign: stepped down once the lease ends", file: "internal/cli/resign.go",
 		why: "resign reports a step-down as soon as the leader's key goes, while its child may still run",
 		old: "\tif !deleted {\n\t\treturn false, nil\n\t}\n",
