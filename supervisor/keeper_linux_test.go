@@ -171,14 +171,14 @@ func inCgroup(t *testing.T, pid int) {
 func TestFenceNotHeldUpByBlockedStderr(t *testing.T) {
 	r, w := proctest.Full(t)
 	d := &drainer{r: r, done: make(chan struct{})}
-	f := Fence{Deadline: Now() + 2*time.Second, KillTimeout: time.Second, Margin: 100 * time.Millisecond}
-	s := startHelper(t, "sleep", func(sp *Spec) {
-		sp.Stderr, sp.LogLevel = w, "info"
-		sp.Deadline, sp.KillTimeout, sp.FenceMargin = f.Deadline, f.KillTimeout, f.Margin
-	})
-	w.Close()
 	t.Cleanup(d.start) // a keeper stuck on stderr would never end otherwise
-	s.expect(t, "ready")
+	f := Fence{KillTimeout: time.Second, Margin: 100 * time.Millisecond}
+	s, deadline := cutOff(t, "sleep", 2*time.Second, func(sp *Spec) {
+		sp.Stderr, sp.LogLevel = w, "info"
+		sp.KillTimeout, sp.FenceMargin = f.KillTimeout, f.Margin
+	}, func(s *started) { s.expect(t, "ready") })
+	w.Close()
+	f.Deadline = deadline
 	if !exitsBy(t, s.c.Pid(), f.KillAt()) {
 		t.Fatalf("child %d still runs at its SIGKILL point: the fence waits on a log write", s.c.Pid())
 	}
@@ -235,11 +235,10 @@ func TestStopReachesTimeoutAndItsCommand(t *testing.T) {
 func TestFenceReachesEveryDescendant(t *testing.T) {
 	eachContainment(t, func(t *testing.T) {
 		eachWalk(t, func(t *testing.T, env []string) {
-			s := startHelper(t, "escapees", func(sp *Spec) {
-				sp.Env = append(sp.Env, env...)
-				sp.Deadline = Now() + 2*time.Second
-			})
-			holders := s.holders(t)
+			var holders []int
+			s, _ := cutOff(t, "escapees", 2*time.Second,
+				func(sp *Spec) { sp.Env = append(sp.Env, env...) },
+				func(s *started) { holders = s.holders(t) })
 			if got := s.result(t); got != (Result{Code: 143, Reason: ReasonFenced}) {
 				t.Fatalf("got %+v, want 143 fenced", got)
 			}
@@ -499,9 +498,8 @@ func TestStoppedKeeperFencesForkChurningTree(t *testing.T) {
 // nothing of it is left.
 func TestStoppedKeeperFencedBySupervisor(t *testing.T) {
 	eachContainment(t, func(t *testing.T) {
-		f := Fence{Deadline: Now() + 3*time.Second, KillTimeout: 200 * time.Millisecond, Margin: 500 * time.Millisecond}
 		s := startHelper(t, "escapees", func(sp *Spec) {
-			sp.Deadline, sp.KillTimeout, sp.FenceMargin = f.Deadline, f.KillTimeout, f.Margin
+			sp.Deadline, sp.KillTimeout, sp.FenceMargin = Now()+time.Hour, 200*time.Millisecond, 500*time.Millisecond
 		})
 		holders := s.holders(t)
 		keeper := proctest.ParentOf(t, s.c.Pid())
@@ -509,6 +507,9 @@ func TestStoppedKeeperFencedBySupervisor(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = syscall.Kill(keeper, syscall.SIGCONT) })
+		// The deadline of a term cut off from etcd: it moves no more.
+		f := Fence{Deadline: Now() + 2*time.Second, KillTimeout: 200 * time.Millisecond, Margin: 500 * time.Millisecond}
+		s.c.moveFenceTo(f.Deadline)
 		for _, pid := range append([]int{s.c.Pid()}, holders...) {
 			if !exitsBy(t, pid, f.Deadline) {
 				t.Fatalf("process %d still runs at the deadline, its keeper stopped", pid)
