@@ -83,6 +83,18 @@ func churnLoops(t *testing.T, c *candidate) []int {
 	return pids
 }
 
+// startChurning lets the loops of a probe started with -churn-on-usr1
+// fork, and returns once the probe has opened their gate.
+func startChurning(t *testing.T, c *candidate) {
+	t.Helper()
+	ready, _ := c.out.waitFor(t, c.name, "ready", 0)
+	from := c.out.mark()
+	if err := syscall.Kill(readyPid(t, ready), syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	c.out.waitFor(t, c.name, "signal SIGUSR1", from)
+}
+
 func checkNotRunning(t *testing.T, what string, pids []int) {
 	t.Helper()
 	for _, pid := range pids {
@@ -106,11 +118,15 @@ func TestForkChurningTreeFenced(t *testing.T) {
 			t.Run(fault, func(t *testing.T) {
 				e := newEnv(t, cluster.Endpoints())
 				p := newProxy(t, cluster.Endpoints()[0])
-				c1 := e.via(p.Addr()).start("c1", flags, e.probe(churn...))
+				c1 := e.via(p.Addr()).start("c1", flags, e.probe(append(churn, "-churn-on-usr1")...))
 				contained(t, c1, flags)
 				loops := churnLoops(t, c1)
 				c2 := e.start("c2", flags, e.probe())
 				c2.log.waitFor(t, "c2", "waiting on predecessor", 0)
+				// The tree forks only now: a leader whose renewals it
+				// starved could lose its term before c2 queued, and the
+				// fault would then meet no leader.
+				startChurning(t, c1)
 				switch fault {
 				case "kill9":
 					c1.signal(t, syscall.SIGKILL)

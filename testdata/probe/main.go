@@ -38,6 +38,7 @@ func main() {
 	churn := flag.Int("churn", 0, "start this many descendants that share the lock, ignore SIGTERM and fork short-lived processes "+
 		"without pause: a tree busier than any walk of it")
 	churnEscape := flag.Bool("churn-escape", false, "with -churn, every other loop in a session of its own, out of the probe's process group")
+	churnOnUSR1 := flag.Bool("churn-on-usr1", false, "with -churn, the loops start forking only once the probe gets SIGUSR1")
 	holders := flag.Int("holders", 0, "lock per slot, and at most this many children at once (see the package doc)")
 	flag.Parse()
 
@@ -73,8 +74,13 @@ func main() {
 	if *escapees {
 		startEscapees(lockFile)
 	}
+	var churnGate *os.File
 	if *churn > 0 {
-		startChurn(lockFile, *churn, *churnEscape)
+		churnGate = startChurn(lockFile, *churn, *churnEscape)
+		if !*churnOnUSR1 {
+			churnGate.Close()
+			churnGate = nil
+		}
 	}
 	fmt.Printf("ready pid=%d id=%s rev=%s slot=%s slot_rev=%s name=%s election=%s\n", os.Getpid(), id, rev,
 		os.Getenv("ETCDLEAD_SLOT"), os.Getenv("ETCDLEAD_SLOT_REV"), os.Getenv("ETCDLEAD_NAME"), os.Getenv("ETCDLEAD_ELECTION"))
@@ -84,6 +90,10 @@ func main() {
 	}
 	for s := range sigs {
 		sig := s.(syscall.Signal)
+		if sig == syscall.SIGUSR1 && churnGate != nil {
+			churnGate.Close()
+			churnGate = nil
+		}
 		fmt.Printf("signal %s\n", unix.SignalName(sig))
 		if (sig == syscall.SIGTERM || sig == syscall.SIGINT) && !*ignoreTerm {
 			j.line("stop id=%s signal=%s", id, unix.SignalName(sig))
@@ -166,8 +176,9 @@ func startEscapees(lock *os.File) {
 // without pause: a build, xargs -P or a shell loop, as a tree that forks
 // faster than it can be walked. With escape, every other one starts a
 // session of its own, out of the probe's process group. It prints their
-// pids ("churn pids=A,B,...").
-func startChurn(lock *os.File, n int, escape bool) {
+// pids ("churn pids=A,B,...") and returns the gate: the loops start to
+// fork once it is closed.
+func startChurn(lock *os.File, n int, escape bool) *os.File {
 	// Each loop waits for the end of this pipe, so that all start at once
 	// instead of each start competing with the loops already running.
 	gate, open, err := os.Pipe()
@@ -193,8 +204,8 @@ func startChurn(lock *os.File, n int, escape bool) {
 		pids = append(pids, strconv.Itoa(sh.Process.Pid))
 	}
 	gate.Close()
-	open.Close()
 	fmt.Println("churn pids=" + strings.Join(pids, ","))
+	return open
 }
 
 // startHolder starts cmd, a holder (probe -hold, maybe under a wrapper)
