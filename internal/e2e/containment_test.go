@@ -15,9 +15,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdlead/etcdlead/internal/etcdtest"
 	"github.com/etcdlead/etcdlead/internal/ops"
-	"github.com/etcdlead/etcdlead/internal/proctest"
+	"github.com/etcdlead/etcdlead/internal/testsupport/etcdtest"
+	"github.com/etcdlead/etcdlead/internal/testsupport/proctest"
 	"github.com/etcdlead/etcdlead/supervisor"
 )
 
@@ -375,7 +375,8 @@ func TestNoCgroupFallsBackOrRefuses(t *testing.T) {
 	if code := c2.exit(t); code != 125 {
 		t.Fatalf("--containment=cgroup without a cgroup: exit %d, want 125", code)
 	}
-	if line, ok := c2.log.find("--containment=cgroup"); !ok || !strings.Contains(line, "allows no more cgroups") {
+	// Its exit can come before its stderr is read to the end: waited for.
+	if line, _ := c2.log.waitFor(t, "c2", "--containment=cgroup", 0); !strings.Contains(line, "allows no more cgroups") {
 		t.Errorf("want one line naming the problem:\n%s", c2.log)
 	}
 	if e.jobRuns(t) != 1 {
