@@ -9,7 +9,6 @@ package main
 
 import (
 	"os"
-	"runtime"
 
 	"github.com/etcdlead/etcdlead/internal/cli"
 	"github.com/etcdlead/etcdlead/supervisor"
@@ -19,14 +18,5 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == supervisor.KeeperArg {
 		os.Exit(supervisor.RunKeeper(os.Args[2:]))
 	}
-	// The supervisor waits on etcd, its keeper and signals, and never
-	// computes for long: with one P the runtime has no idle processor to
-	// wake and spin at each renewal or message, which is most of an idle
-	// supervisor's CPU and, on a machine of few cores shared with the
-	// child, time on the handoff path (BENCHMARKS.md, "Footprint").
-	// Set here rather than through GOMAXPROCS in the environment, which the
-	// child would inherit. `run` starts on two and settles on one
-	// (internal/cli/run.go).
-	runtime.GOMAXPROCS(1)
 	os.Exit(cli.Main(os.Args))
 }

@@ -270,10 +270,7 @@ func (t *Term) wait(ctx context.Context, v view) error {
 			return t.waitErr(ctx)
 		}
 		// A wake-up asks etcd about the leases of the keys that moved and
-		// reads again, both at once; the read decides. The watch that woke
-		// it ends only after both are answered: ending it takes goroutines
-		// of the client's, which with one P (main.go) would run before the
-		// two requests reach the wire.
+		// reads again, both at once; the read decides.
 		gone := make(chan map[clientv3.LeaseID]bool, 1)
 		go func() { gone <- t.leasesGone(ctx, woke) }()
 		next, lerr := t.look(ctx)
@@ -616,11 +613,11 @@ func (t *Term) waitErr(ctx context.Context, errs ...error) error {
 // point must still be ahead, renewing once if it is close, so that the child
 // does not start under a fence about to fire.
 func (t *Term) confirm(ctx context.Context) error {
-	if t.c.cfg.Now()+t.c.cfg.Guard >= t.Deadline() {
+	if t.fence().Past(t.c.cfg.Now()) {
 		if err := t.renewOnce(ctx, t.c.cfg.RequestTimeout); err != nil {
 			return t.waitErr(ctx, err)
 		}
-		if t.c.cfg.Now()+t.c.cfg.Guard >= t.Deadline() {
+		if t.fence().Past(t.c.cfg.Now()) {
 			return fmt.Errorf("confirm: fence point already passed: %w", ErrLeaseLost)
 		}
 	}

@@ -20,9 +20,11 @@ type Config struct {
 	Layout Layout
 	ID     string
 	TTL    time.Duration
-	// Guard is K + m: the confirmation refuses to start a term whose fence
-	// would fire at once.
-	Guard time.Duration
+	// KillTimeout and FenceMargin are the fence's K and m
+	// (internal/fence): the confirmation refuses to start a term whose
+	// fence point has passed, and Hold tells the keeper of a deadline
+	// before the fence point of the last one it told comes close.
+	KillTimeout, FenceMargin time.Duration
 	// RequestTimeout bounds each request that has no cadence of its own.
 	RequestTimeout time.Duration
 	// Now is a clock that keeps counting while the machine is suspended

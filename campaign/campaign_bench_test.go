@@ -9,12 +9,12 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlead/etcdlead/campaign"
-	"github.com/etcdlead/etcdlead/internal/etcdtest"
+	"github.com/etcdlead/etcdlead/internal/testsupport/etcdtest"
 	"github.com/etcdlead/etcdlead/supervisor"
 )
 
 // These benchmarks run the campaign against a real etcd process (started by
-// internal/etcdtest, without fsync, so that they time the campaign's round
+// internal/testsupport/etcdtest, without fsync, so that they time the campaign's round
 // trips rather than the disk). scripts/bench measures the whole tool, with
 // fsync, side by side with etcdctl lock.
 
@@ -30,7 +30,7 @@ func newCampaigner(b *testing.B, cli *clientv3.Client, election string, noWait b
 	benchSeq++
 	c, err := campaign.New(campaign.Config{
 		Client: cli, Layout: benchLayout(b, election), ID: fmt.Sprintf("bench-%d", benchSeq),
-		TTL: time.Minute, Guard: 5 * time.Second, RequestTimeout: 10 * time.Second,
+		TTL: time.Minute, KillTimeout: campaign.DefaultKillTimeout, FenceMargin: campaign.DefaultFenceMargin(time.Minute), RequestTimeout: 10 * time.Second,
 		Now: supervisor.Now, NoWait: noWait,
 	})
 	if err != nil {

@@ -22,4 +22,6 @@
 // can wait for the old child; those cases are bounded by the old leader
 // noticing (docs/design.md, "What stays bounded"). The package starts no
 // processes.
+//
+// It runs in the supervisor process (the etcdlead that campaigns), never in a keeper.
 package campaign

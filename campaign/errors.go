@@ -37,14 +37,18 @@ type HoldersError struct {
 	Sentinel string // the other term's sentinel
 }
 
-func (e *HoldersError) Error() string {
+func (e *HoldersError) Error() string { return e.Format("the number of holders") }
+
+// Format words the error with option for the number of holders, such as
+// the flag that sets it.
+func (e *HoldersError) Format(option string) string {
 	found := strconv.Itoa(e.Found)
 	if e.Found == 0 {
 		found = "an unknown number"
 	}
-	return fmt.Sprintf("--holders %d, but the terms already in election %s have %s (%s): "+
-		"every candidate of an election needs the same --holders; to change it, stop every candidate first",
-		e.Want, e.Election, found, e.Sentinel)
+	return fmt.Sprintf("%s %d, but the terms already in election %s have %s (%s): "+
+		"every candidate of an election needs the same %s; to change it, stop every candidate first",
+		option, e.Want, e.Election, found, e.Sentinel, option)
 }
 
 // Permanent reports errors that a retry cannot mend: credentials,

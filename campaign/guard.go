@@ -12,23 +12,57 @@ import (
 
 // guard ends the term, from its creation on, waiting or leading, when its
 // queue key or sentinel is deleted or put under another lease, or when a
-// resign request names it. A waiter that lost its keys would otherwise go
-// on renewing a lease that blocks every newer term, and a resign aimed at a
-// candidate still in its barrier would be lost. It watches the three keys,
-// and re-reads them every rereadEvery(T) in case a watch stalls silently.
-// Its goroutines end with the term's context; Revoke waits for them. Its
-// watches are on a stream of the term's own, which Revoke closes.
+// resign request names it; guardKeys adds the slot key once the term holds
+// one. A waiter that lost its keys would otherwise go on renewing a lease
+// that blocks every newer term, and a resign aimed at a candidate still in
+// its barrier would be lost. Its goroutines end with the term's context;
+// Revoke waits for them. Its watches are on a stream of the term's own,
+// which Revoke closes.
 func (t *Term) guard(from int64) {
 	t.watches = clientv3.NewWatcher(t.c.cfg.Client)
-	t.guards.Go(func() { t.lose(t.watchOwn(from)) })
-	t.guards.Go(func() { t.lose(t.rereadLoop()) })
+	t.guardKeys([]owned{{t.Key, t.Rev}, {t.Sentinel, t.Rev}}, true, from)
 }
 
-func (t *Term) watchOwn(rev int64) error {
-	keys := []string{t.Key, t.Sentinel, t.c.cfg.Layout.ResignKey()}
+// owned is a key of the term's: deleted, or put again (another lease,
+// another create revision), it ends the term.
+type owned struct {
+	key     string
+	created int64
+}
+
+// guardKeys watches keys, and the resign request when resign is set, from
+// revision from on, and re-reads them every rereadEvery(T) in case a watch
+// stalls silently.
+func (t *Term) guardKeys(keys []owned, resign bool, from int64) {
+	g := keyGuard{t, keys, resign}
+	t.guards.Go(func() { t.lose(g.watch(from)) })
+	t.guards.Go(func() { t.lose(g.rereadLoop()) })
+}
+
+// keyGuard is one guardKeys: the keys it watches and how each must stay.
+type keyGuard struct {
+	t      *Term
+	keys   []owned
+	resign bool
+}
+
+// names are the keys watched and read, the resign key last.
+func (g keyGuard) names() []string {
+	var out []string
+	for _, k := range g.keys {
+		out = append(out, k.key)
+	}
+	if g.resign {
+		out = append(out, g.t.c.cfg.Layout.ResignKey())
+	}
+	return out
+}
+
+func (g keyGuard) watch(rev int64) error {
+	t := g.t
 	for {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(t.ctx))
-		err := t.follow(wctx, keys, rev)
+		err := g.follow(wctx, rev)
 		cancel()
 		if err != nil {
 			return err
@@ -38,17 +72,18 @@ func (t *Term) watchOwn(rev int64) error {
 		}
 		// Compaction, a lost etcd leader or a broken stream: look at the
 		// keys themselves, then watch on from what we saw.
-		if rev, err = t.check(t.ctx); err != nil {
+		if rev, err = g.check(t.ctx); err != nil {
 			return err
 		}
 		t.c.log.Debug("own keys intact; watching them again", "rev", rev)
 	}
 }
 
-// follow watches keys from rev+1 until one of them ends the term (the
+// follow watches the keys from rev+1 until a change ends the term (the
 // error) or a watch is interrupted (nil).
-func (t *Term) follow(ctx context.Context, keys []string, rev int64) error {
-	ws, stop := t.guardWatch(ctx, keys, rev, clientv3.WithProgressNotify())
+func (g keyGuard) follow(ctx context.Context, rev int64) error {
+	names := g.names()
+	ws, stop := g.t.guardWatch(ctx, names, rev, clientv3.WithProgressNotify())
 	defer stop()
 	for {
 		var w watched
@@ -62,37 +97,43 @@ func (t *Term) follow(ctx context.Context, keys []string, rev int64) error {
 		}
 		if err := w.resp.Err(); err != nil {
 			if Permanent(err) {
-				return fmt.Errorf("watch %s: %w", keys[w.i], err)
+				return fmt.Errorf("watch %s: %w", names[w.i], err)
 			}
-			t.c.log.Debug("own-key watch interrupted; re-reading the key", "error", err)
+			g.t.c.log.Debug("own-key watch interrupted; re-reading the key", "error", err)
 			return nil
 		}
 		for _, ev := range w.resp.Events {
-			if err := t.event(ev); err != nil {
+			if err := g.event(ev); err != nil {
 				return err
 			}
 		}
 	}
 }
 
-// event decides whether one change to the term's keys ends it.
-func (t *Term) event(ev *clientv3.Event) error {
+// event decides whether one change to a guarded key ends the term.
+func (g keyGuard) event(ev *clientv3.Event) error {
+	t := g.t
 	key := string(ev.Kv.Key)
-	if key == t.c.cfg.Layout.ResignKey() {
+	if g.resign && key == t.c.cfg.Layout.ResignKey() {
 		if ev.Type == clientv3.EventTypePut && string(ev.Kv.Value) == t.Key {
 			t.c.log.Info("resign requested", "key", t.Key)
 			return ErrResigned
 		}
 		return nil
 	}
-	switch {
-	case ev.Type == clientv3.EventTypeDelete:
-		trace.Mark("campaign.key-deleted")
-		t.c.log.Warn("key deleted", "key", key, "rev", ev.Kv.ModRevision)
-		return ErrKeyDeleted
-	case clientv3.LeaseID(ev.Kv.Lease) != t.Lease || ev.Kv.CreateRevision != t.Rev:
-		t.c.log.Warn("key replaced", "key", key, "lease", leaseHex(clientv3.LeaseID(ev.Kv.Lease)), "rev", ev.Kv.ModRevision)
-		return ErrKeyReplaced
+	for _, k := range g.keys {
+		if k.key != key {
+			continue
+		}
+		switch {
+		case ev.Type == clientv3.EventTypeDelete:
+			trace.Mark("campaign.key-deleted")
+			t.c.log.Warn("key deleted", "key", key, "rev", ev.Kv.ModRevision)
+			return ErrKeyDeleted
+		case clientv3.LeaseID(ev.Kv.Lease) != t.Lease || ev.Kv.CreateRevision != k.created:
+			t.c.log.Warn("key replaced", "key", key, "lease", leaseHex(clientv3.LeaseID(ev.Kv.Lease)), "rev", ev.Kv.ModRevision)
+			return ErrKeyReplaced
+		}
 	}
 	return nil
 }
@@ -103,16 +144,17 @@ const rereadFloor = 5 * time.Second
 
 // rereadEvery is the pace of the guard's re-read, T/3 but no less than
 // rereadFloor. The re-read only backs up a watch that stalls while its
-// stream lives (a broken or compacted watch is re-read at once, watchOwn),
-// so it bounds how late such a stall lets a deleted key or a resign
-// request be noticed, never what runs: a successor still waits for this
-// term's lease itself (docs/design.md, step 4). A read is a request of its
-// own, far dearer than a renewal on the open stream: tied to T alone, a
-// short TTL would pay for one every few renewals, for a double fault (a
-// silent stall, then a delete or a resign) that it makes no likelier.
+// stream lives (a broken or compacted watch is re-read at once), so it
+// bounds how late such a stall lets a deleted key or a resign request be
+// noticed, never what runs: a successor still waits for this term's lease
+// itself (docs/design.md, step 4). A read is a request of its own, dearer
+// than a renewal on the open stream: tied to T alone, a short TTL would pay
+// for one every few renewals, for a double fault (a silent stall, then a
+// delete or a resign) that it makes no likelier.
 func rereadEvery(ttl time.Duration) time.Duration { return max(ttl/3, rereadFloor) }
 
-func (t *Term) rereadLoop() error {
+func (g keyGuard) rereadLoop() error {
+	t := g.t
 	every := rereadEvery(t.TTL)
 	for {
 		select {
@@ -120,21 +162,25 @@ func (t *Term) rereadLoop() error {
 			return t.ctx.Err()
 		case <-time.After(every):
 		}
-		if _, err := t.check(t.ctx); err != nil && t.ctx.Err() == nil {
+		if _, err := g.check(t.ctx); err != nil && t.ctx.Err() == nil {
 			return err
 		}
 	}
 }
 
-// check reads the term's keys and the resign request in one read-only
-// transaction, retrying transient errors until the term ends. It returns
-// the read's revision, or why the term is lost.
-func (t *Term) check(ctx context.Context) (int64, error) {
+// check reads the guarded keys in one read-only transaction, retrying
+// transient errors until the term ends. It returns the read's revision, or
+// why the term is lost.
+func (g keyGuard) check(ctx context.Context) (int64, error) {
+	t := g.t
+	var ops []clientv3.Op
+	for _, k := range g.names() {
+		ops = append(ops, clientv3.OpGet(k))
+	}
 	var resp *clientv3.TxnResponse
 	err := retry(ctx, func() error {
 		return t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) (err error) {
-			resp, err = t.c.cfg.Client.Txn(rctx).Then(clientv3.OpGet(t.Key), clientv3.OpGet(t.Sentinel),
-				clientv3.OpGet(t.c.cfg.Layout.ResignKey())).Commit()
+			resp, err = t.c.cfg.Client.Txn(rctx).Then(ops...).Commit()
 			return err
 		})
 	})
@@ -144,20 +190,22 @@ func (t *Term) check(ctx context.Context) (int64, error) {
 		}
 		return 0, ctx.Err()
 	}
-	for i, key := range []string{t.Key, t.Sentinel} {
+	for i, k := range g.keys {
 		kvs := resp.Responses[i].GetResponseRange().Kvs
 		if len(kvs) == 0 {
-			t.c.log.Warn("key deleted", "key", key)
+			t.c.log.Warn("key deleted", "key", k.key)
 			return 0, fmt.Errorf("re-read: %w", ErrKeyDeleted)
 		}
-		if clientv3.LeaseID(kvs[0].Lease) != t.Lease || kvs[0].CreateRevision != t.Rev {
-			t.c.log.Warn("key replaced", "key", key)
+		if clientv3.LeaseID(kvs[0].Lease) != t.Lease || kvs[0].CreateRevision != k.created {
+			t.c.log.Warn("key replaced", "key", k.key)
 			return 0, fmt.Errorf("re-read: %w", ErrKeyReplaced)
 		}
 	}
-	if kvs := resp.Responses[2].GetResponseRange().Kvs; len(kvs) > 0 && string(kvs[0].Value) == t.Key {
-		t.c.log.Info("resign requested", "key", t.Key)
-		return 0, fmt.Errorf("re-read: %w", ErrResigned)
+	if g.resign {
+		if kvs := resp.Responses[len(g.keys)].GetResponseRange().Kvs; len(kvs) > 0 && string(kvs[0].Value) == t.Key {
+			t.c.log.Info("resign requested", "key", t.Key)
+			return 0, fmt.Errorf("re-read: %w", ErrResigned)
+		}
 	}
 	return resp.Header.Revision, nil
 }

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/etcdlead/etcdlead/campaign"
-	"github.com/etcdlead/etcdlead/internal/etcdtest"
+	"github.com/etcdlead/etcdlead/internal/testsupport/etcdtest"
 )
 
 // The guard's re-read, the backstop for a watch that stalls silently, is a

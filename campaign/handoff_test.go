@@ -12,7 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
-	"github.com/etcdlead/etcdlead/internal/etcdtest"
+	"github.com/etcdlead/etcdlead/internal/testsupport/etcdtest"
 )
 
 // wire records what a client sends etcd while it is on: each unary

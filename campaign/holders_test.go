@@ -12,7 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlead/etcdlead/campaign"
-	"github.com/etcdlead/etcdlead/internal/etcdtest"
+	"github.com/etcdlead/etcdlead/internal/testsupport/etcdtest"
 )
 
 // Elections of more than one holder (docs/design.md, "More than one

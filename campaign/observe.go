@@ -128,3 +128,55 @@ func Elections(prefix string, kvs []*mvccpb.KeyValue) []Election {
 	}
 	return out
 }
+
+// ReadElections reads every election under prefix (checked with
+// NormalPrefix) in one request: see Elections.
+func ReadElections(ctx context.Context, cli *clientv3.Client, prefix string) ([]Election, error) {
+	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		return nil, err
+	}
+	return Elections(prefix, resp.Kvs), nil
+}
+
+// ReadSlots maps the leases of the election's slot keys to their slots,
+// and the leases of the terms whose slot key is gone (deleted by hand) to
+// the slot their sentinel records: a holder's slot until its lease ends
+// (docs/design.md, "More than one holder"). With one holder it is empty.
+func (e *Election) ReadSlots(ctx context.Context, cli *clientv3.Client) (map[int64]int, error) {
+	out := map[int64]int{}
+	holders := e.Holders()
+	if holders <= 1 {
+		return out, nil
+	}
+	l := e.Layout
+	resp, err := cli.Get(ctx, l.SlotPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, err
+	}
+	for i := range holders {
+		for _, kv := range resp.Kvs {
+			if string(kv.Key) == l.SlotKey(i) && kv.Lease != 0 {
+				out[kv.Lease] = i
+			}
+		}
+	}
+	for _, kv := range e.Sentinels {
+		if i, ok := SlotOf(kv.Value); ok && i < holders {
+			if _, keyed := out[kv.Lease]; !keyed {
+				out[kv.Lease] = i
+			}
+		}
+	}
+	return out, nil
+}
+
+// Watch watches what ReadElection reads, the queue and the sentinels, from
+// revision from on, under ctx. Two prefixes rather than one range over
+// both: a role that covers an election grants exactly these (README,
+// "Running against a secured etcd"). Watches made with one context share
+// one stream.
+func (l Layout) Watch(ctx context.Context, cli *clientv3.Client, from int64) (queue, sentinels clientv3.WatchChan) {
+	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithRev(from)}
+	return cli.Watch(ctx, l.QueuePrefix(), opts...), cli.Watch(ctx, l.SentinelPrefix(), opts...)
+}

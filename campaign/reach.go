@@ -13,8 +13,8 @@ import (
 const unanswered = time.Second
 
 // reach remembers whether etcd answered the candidate's last request, so
-// that a campaign cut short by --wait can tell "another candidate leads"
-// (exit 75) from "etcd did not answer" (125).
+// that a campaign cut short by its caller can tell "another candidate
+// leads" (ErrNotLeader) from "etcd did not answer" (ErrUnreachable).
 type reach struct {
 	mu       sync.Mutex
 	lastErr  error              // of the last request that ended on its own

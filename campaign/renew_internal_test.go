@@ -14,6 +14,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+
+	"github.com/etcdlead/etcdlead/internal/fence"
 )
 
 // fakeStream is a LeaseKeepAlive stream whose answers the test writes, in
@@ -241,7 +243,7 @@ func TestFirstRenewal(t *testing.T) {
 		{"waiter's renewals failed for a while", 100*time.Second + 6*time.Second, 5 * time.Second, true},
 		{"fence point passed", 100*time.Second + 4*time.Second, 5 * time.Second, true},
 	} {
-		if got := renewAtOnce(c.d, c.guard, 100*time.Second, r); got != c.renewAtOnce {
+		if got := renewAtOnce(fence.Fence{Deadline: c.d, KillTimeout: c.guard}, 100*time.Second, r); got != c.renewAtOnce {
 			t.Errorf("%s: renewAtOnce = %v, want %v", c.name, got, c.renewAtOnce)
 		}
 	}

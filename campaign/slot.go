@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -144,7 +143,9 @@ func (t *Term) tookSlot(key string, rev int64) error {
 		return fmt.Errorf("slot key %s: not one of %d slots", key, t.c.holders())
 	}
 	t.Slot, t.SlotRev = i, rev
-	t.guards.Go(func() { t.lose(t.guardSlot(key, rev)) })
+	// Deleted or put again, the slot key could be taken by another term,
+	// and two children would share the slot.
+	t.guardKeys([]owned{{key, rev}}, false, rev)
 	return nil
 }
 
@@ -162,78 +163,5 @@ func (t *Term) slotFreed(ctx context.Context, rev int64) error {
 		return nil
 	case <-ctx.Done():
 		return t.waitErr(ctx)
-	}
-}
-
-// guardSlot ends the term when its slot key is deleted or put under another
-// lease: another term could then take the slot, and two children would
-// share it. Like the guard of the term's other keys, it watches the key
-// and re-reads it every T/3 and after a broken watch.
-func (t *Term) guardSlot(key string, created int64) error {
-	rev := created
-	every := t.TTL / 3
-	for {
-		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(t.ctx))
-		err := t.followSlot(wctx, key, created, rev, every)
-		cancel()
-		if err != nil {
-			return err
-		}
-		if t.ctx.Err() != nil {
-			return t.ctx.Err()
-		}
-		var resp *clientv3.GetResponse
-		err = retry(t.ctx, func() error {
-			return t.c.request(t.ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) (err error) {
-				resp, err = t.c.cfg.Client.Get(rctx, key, clientv3.WithKeysOnly())
-				return err
-			})
-		})
-		if err != nil {
-			if Permanent(err) {
-				return err
-			}
-			return t.ctx.Err()
-		}
-		switch {
-		case len(resp.Kvs) == 0:
-			t.c.log.Warn("key deleted", "key", key)
-			return fmt.Errorf("re-read: %w", ErrKeyDeleted)
-		case clientv3.LeaseID(resp.Kvs[0].Lease) != t.Lease || resp.Kvs[0].CreateRevision != created:
-			t.c.log.Warn("key replaced", "key", key)
-			return fmt.Errorf("re-read: %w", ErrKeyReplaced)
-		}
-		rev = resp.Header.Revision
-	}
-}
-
-// followSlot watches the slot key from rev+1 until a change ends the term
-// (the error), the watch breaks or every has passed (nil: re-read).
-func (t *Term) followSlot(ctx context.Context, key string, created, rev int64, every time.Duration) error {
-	ws, stop := t.guardWatch(ctx, []string{key}, rev)
-	defer stop()
-	reread := time.After(every)
-	for {
-		var w watched
-		select {
-		case w = <-ws:
-		case <-reread:
-			return nil
-		case <-ctx.Done():
-			return nil
-		}
-		if !w.ok || w.resp.Err() != nil {
-			return nil
-		}
-		for _, ev := range w.resp.Events {
-			switch {
-			case ev.Type == clientv3.EventTypeDelete:
-				t.c.log.Warn("key deleted", "key", key, "rev", ev.Kv.ModRevision)
-				return ErrKeyDeleted
-			case clientv3.LeaseID(ev.Kv.Lease) != t.Lease || ev.Kv.CreateRevision != created:
-				t.c.log.Warn("key replaced", "key", key, "rev", ev.Kv.ModRevision)
-				return ErrKeyReplaced
-			}
-		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdlead/etcdlead/internal/fence"
 	"github.com/etcdlead/etcdlead/internal/trace"
 )
 
@@ -66,6 +67,15 @@ func (t *Term) front() {
 // the send time of the last renewal etcd answered plus the TTL it granted.
 func (t *Term) Deadline() time.Duration {
 	return time.Duration(t.dl.Load())
+}
+
+// fence is the term's fence at its deadline now.
+func (t *Term) fence() fence.Fence {
+	return t.fenceAt(t.Deadline())
+}
+
+func (t *Term) fenceAt(d time.Duration) fence.Fence {
+	return fence.Fence{Deadline: d, KillTimeout: t.c.cfg.KillTimeout, Margin: t.c.cfg.FenceMargin}
 }
 
 // setDeadline moves the deadline to d if d is later: answers that arrive
@@ -151,14 +161,9 @@ func (t *Term) Revoke() {
 	trace.Mark("campaign.revoke")
 	_, err := t.c.cfg.Client.Revoke(ctx, t.Lease)
 	trace.Mark("campaign.revoked")
-	// The guard's goroutines end with the term's context, ended above; its
-	// watches end with their stream, closed only once the revoke is
-	// answered. Closing it ends a goroutine of the client's per watch, and
-	// with one P (main.go) that work would go before the revoke reaches
-	// the wire: gRPC's writer yields once before it flushes. The revoke's
-	// deletes reach those watches first, which cost no cancel request:
-	// their contexts still live (guardWatch), and the stream's end takes
-	// them all with it.
+	// The guard's goroutines end with the term's context, ended above, and
+	// its watches with their stream, closed after the revoke: the revoke
+	// is what the next candidate waits for.
 	guarded := make(chan struct{})
 	go func() {
 		if t.watches != nil {

@@ -3,4 +3,6 @@
 // below are the whole truth about signal handling: which signals are caught
 // (table), and what each does in each phase of a supervisor (decisions,
 // through Decide).
+//
+// It runs in the supervisor and in each keeper process.
 package signals

@@ -190,10 +190,7 @@ func dropSIGPIPE() chan os.Signal {
 func Fake(ch chan os.Signal) *Catcher { return &Catcher{C: ch} }
 
 // Stop ends delivery and restores default handling. A process that exits
-// next has no use for it: each signal's stop is a round trip to the
-// runtime's signal thread, hand-offs of etcdlead's one P (main.go) that
-// would fall where a handoff waits, beside the revoke or a successor's
-// start.
+// next has no use for it.
 func (c *Catcher) Stop() {
 	if c.ch != nil {
 		signal.Stop(c.ch)

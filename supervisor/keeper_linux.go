@@ -138,7 +138,6 @@ func RunKeeper(args []string) int {
 	}
 
 	cmds := readCommands(ctrl)
-	go warmStart()
 	trace.Mark("keeper.ready")
 	if !awaitStart(cmds, &kc) {
 		return 0 // the supervisor gave up this term: no child
@@ -213,17 +212,6 @@ func awaitStart(cmds <-chan command, kc *keeperConfig) bool {
 		}
 	}
 	return false
-}
-
-// warmStart does, while the keeper waits for its term, what the first
-// process start of a process otherwise does on the way to the child:
-// package os checks once that the kernel's pidfds work, with a test clone
-// of its own. A start that comes meanwhile waits for that one check, which
-// ends before the child exists, and so before any reap (runChild).
-func warmStart() {
-	if p, err := os.FindProcess(os.Getpid()); err == nil {
-		_ = p.Release()
-	}
 }
 
 type startResult struct {

@@ -17,7 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 
-	"github.com/etcdlead/etcdlead/internal/proctest"
+	"github.com/etcdlead/etcdlead/internal/testsupport/proctest"
 )
 
 // The keeper's reach: a stderr that does not drain, descendants that leave

@@ -15,7 +15,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/etcdlead/etcdlead/internal/proctest"
+	"github.com/etcdlead/etcdlead/internal/testsupport/proctest"
 )
 
 // Which program is the keeper: the keeper binary when one of this

@@ -42,13 +42,8 @@ func (k *keeperProc) start(spec Spec, ctrlR, statW *os.File) error {
 	return nil
 }
 
-// wait waits for the keeper process and unregisters it. It waits in the
-// runtime's poller first (awaitExit), so that Wait finds the keeper ended
-// and does not block in the kernel: that would hold etcdlead's one P
-// (main.go), and the revoke that follows a keeper's report would wait for
-// the runtime to take the P back.
+// wait waits for the keeper process and unregisters it.
 func (k *keeperProc) wait() error {
-	awaitExit(k.cmd.Process.Pid)
 	err := k.cmd.Wait()
 	keepers.Lock()
 	defer keepers.Unlock()

@@ -20,13 +20,8 @@ type groupState struct {
 	childExit *syscall.WaitStatus
 }
 
-// setDeadline moves the fence. A renewal can only push the deadline later; an
-// older message arriving late must not pull it back (nor forward).
-func (s *groupState) setDeadline(d time.Duration) {
-	if d > s.fence.Deadline {
-		s.fence.Deadline = d
-	}
-}
+// setDeadline moves the fence later (Fence.MoveTo).
+func (s *groupState) setDeadline(d time.Duration) { s.fence.MoveTo(d) }
 
 // stop begins a graceful stop with sig, unless one is already under way.
 func (s *groupState) stop(now time.Duration, sig syscall.Signal, why Reason) []syscall.Signal {

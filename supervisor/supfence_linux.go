@@ -114,9 +114,7 @@ func (c *Child) fenceKill() {
 // moveFence moves this process's fence to a later deadline.
 func (c *Child) moveFence(d time.Duration) {
 	c.mu.Lock()
-	if d > c.fence.Deadline {
-		c.fence.Deadline = d
-	}
+	c.fence.MoveTo(d)
 	c.mu.Unlock()
 	select {
 	case c.moved <- struct{}{}:

@@ -1,5 +1,5 @@
-// Package boottick holds timers on the boot clock read through the
-// runtime's poller (timer_linux.go): the keeper's fence timer, and the
-// ticker of a leader's renewals, which wakes an idle process once per tick
-// where a Go timer wakes it more (ticker_linux.go).
+// Package boottick holds timers on the boot clock, which keeps counting
+// while the machine is suspended: the fence timers (timer_linux.go) and the
+// ticker of a leader's renewals (ticker_linux.go). It runs in the
+// supervisor and in the keeper.
 package boottick

@@ -10,13 +10,8 @@ import (
 // time.Ticker: a tick that finds C full is dropped, so a slow reader gets
 // one tick, not a backlog.
 //
-// A Go timer costs an idle process more than its tick: the runtime's
-// poller sleeps in whole milliseconds, rounded down, so it wakes before the
-// timer is due and sleeps again, and the runtime's monitor thread (sysmon)
-// wakes at the timer too and polls every few microseconds until the timer
-// has run. A timerfd read through the poller wakes the process once, when
-// it is due, and leaves the monitor asleep until the process runs. On the
-// boot clock, a tick that fell due during a suspend comes at the resume.
+// On the boot clock, a tick that fell due during a suspend comes at the
+// resume, as the lease's own time ran on in etcd meanwhile.
 type Ticker struct {
 	C    <-chan time.Time
 	d    time.Duration

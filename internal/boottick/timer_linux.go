@@ -15,9 +15,8 @@ import (
 // The boot clock keeps counting while the machine is suspended, so a time
 // that passed during a suspend fires at the resume; Go's timers run on the
 // monotonic clock, which stops. The file is non-blocking, so that its
-// reader waits in the poller: a read blocked in the kernel would hold its
-// thread, and in a process with one P that P, after each firing. And an
-// idle process sleeps until the timer is due instead of polling a clock.
+// reader waits in the poller like any other file, and an idle process
+// sleeps until the timer is due instead of polling a clock.
 type Timer struct {
 	fd int
 	f  *os.File

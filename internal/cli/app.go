@@ -49,7 +49,6 @@ func newApp(args []string) *cli.App {
 		// No `etcdlead run help`: after run, words are the command's.
 		c.HideHelpCommand = true
 	}
-	wrapFlags(app)
 	detachEnv(app)
 	cli.HelpPrinter = printHelp(app)
 	return app

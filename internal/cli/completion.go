@@ -198,7 +198,7 @@ func findFlag(flags []cli.Flag, word string) cli.Flag {
 }
 
 func takesValue(f cli.Flag) bool {
-	_, isBool := inner(f).(*cli.BoolFlag)
+	_, isBool := f.(*cli.BoolFlag)
 	return !isBool
 }
 
@@ -218,7 +218,7 @@ func flagValues(f cli.Flag, prefix, typed string) []string {
 	case flagKillSignal:
 		choices = []string{"SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGKILL"}
 	default:
-		if sf, ok := inner(f).(*cli.StringFlag); ok && sf.TakesFile && prefix == "" {
+		if sf, ok := f.(*cli.StringFlag); ok && sf.TakesFile && prefix == "" {
 			return []string{":files"}
 		}
 		return nil

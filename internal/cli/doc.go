@@ -12,4 +12,6 @@
 //
 // It makes no safety decision: the term loop is internal/runner, the
 // barrier package campaign, the fence package supervisor.
+//
+// It runs in the supervisor process (the etcdlead that campaigns), never in a keeper.
 package cli

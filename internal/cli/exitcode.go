@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/etcdlead/etcdlead/campaign"
 	"github.com/etcdlead/etcdlead/internal/runner"
 	"github.com/etcdlead/etcdlead/supervisor"
 )
@@ -84,9 +85,12 @@ func exitCode(err error) int {
 func errorMessage(err error) string {
 	var end *runEnd
 	var ee *exitError
+	var he *campaign.HoldersError
 	switch {
 	case err == nil:
 		return ""
+	case errors.As(err, &he):
+		return he.Format("--" + flagHolders)
 	case errors.As(err, &end):
 		if end.Err == nil || silentLoss(end.Outcome, end.conflictCode) {
 			return ""

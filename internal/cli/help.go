@@ -93,7 +93,7 @@ func writeFlags(w io.Writer, app *cli.App, cmd string, flags []cli.Flag) {
 			continue // said once, at the end of the app's help
 		}
 		cat := ""
-		if cf, ok := inner(f).(cli.CategorizableFlag); ok {
+		if cf, ok := f.(cli.CategorizableFlag); ok {
 			cat = cf.GetCategory()
 		}
 		byCat[cat] = append(byCat[cat], f)
@@ -121,7 +121,7 @@ func flagHelp(app *cli.App, cmd string, f cli.Flag) (string, string) {
 	name := f.Names()[0]
 	left := "  --" + name
 	usage, def := "", ""
-	switch f := inner(f).(type) {
+	switch f := f.(type) {
 	case *cli.StringFlag:
 		usage, def = f.Usage, f.Value
 		if f.DefaultText != "" {

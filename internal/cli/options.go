@@ -28,7 +28,7 @@ func detachEnv(app *cli.App) {
 	take := func(cmd string, flags []cli.Flag) {
 		for _, f := range flags {
 			key := cmd + " " + f.Names()[0]
-			switch f := inner(f).(type) {
+			switch f := f.(type) {
 			case *cli.StringFlag:
 				m[key], f.EnvVars = f.EnvVars, nil
 			case *cli.BoolFlag:

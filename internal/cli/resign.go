@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -98,11 +97,14 @@ func (r resigner) resign(ctx context.Context, id string, force bool) error {
 	if id != "" && string(leader.Value) != id {
 		return withCode(exitNoLeader, fmt.Errorf("%s does not lead %s: %s does", oneline.Quote(id), p, who))
 	}
-	if _, err := r.cli.Put(rctx, r.layout.ResignKey(), string(leader.Key)); err != nil {
+	clear, err := campaign.RequestResign(rctx, r.cli, r.layout, leader, r.dial)
+	if err != nil {
 		return etcdFailed("resign", r.conn, err)
 	}
-	defer r.clearRequest(string(leader.Key))
-	gone, err := r.waitGone(ctx, string(leader.Key), clientv3.LeaseID(leader.Lease), rev+1)
+	defer clear()
+	wctx, wcancel := context.WithTimeout(ctx, r.timeout)
+	defer wcancel()
+	gone, err := campaign.WaitSteppedDown(wctx, r.cli, leader, rev+1)
 	switch {
 	case err != nil:
 		return failf("resign: %v", err)
@@ -112,79 +114,16 @@ func (r resigner) resign(ctx context.Context, id string, force bool) error {
 	case !force:
 		return failf("asked %s to step down, but its child has not stopped within --timeout %s: retry, or add --force to delete its key", who, r.timeout)
 	}
-	// Compare on the create revision: a check-then-delete could hit the
-	// next leader's key. The term's sentinel stays, so every candidate
-	// still waits for the old lease.
 	dctx, dcancel := r.bounded(ctx)
 	defer dcancel()
-	tx, err := r.cli.Txn(dctx).
-		If(clientv3.Compare(clientv3.CreateRevision(string(leader.Key)), "=", leader.CreateRevision)).
-		Then(clientv3.OpDelete(string(leader.Key))).Commit()
+	deleted, err := campaign.ForceDelete(dctx, r.cli, leader)
 	if err != nil {
 		return etcdFailed("resign --force", r.conn, err)
 	}
-	if tx.Succeeded {
+	if deleted {
 		fmt.Printf("deleted the key of %s (%s); the next leader waits for its lease\n", who, leader.Key)
 	} else {
 		fmt.Printf("%s stepped down from %s\n", who, p)
 	}
 	return nil
-}
-
-// waitGone waits, up to the timeout, until the leader has stepped down:
-// its key deleted and its lease gone. A leader revokes its lease only once
-// its child and every descendant are gone, so an ended lease is the proof;
-// a deleted key alone is not (it may have been deleted by hand, or the
-// lease may be waiting out a keeper that does not answer). fromRev follows
-// the read that saw the key, so a step-down between that read and the
-// request is not missed.
-func (r resigner) waitGone(ctx context.Context, key string, lease clientv3.LeaseID, fromRev int64) (bool, error) {
-	wctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), r.timeout)
-	defer cancel()
-	wch := r.cli.Watch(wctx, key, clientv3.WithRev(fromRev), clientv3.WithFilterPut())
-	deleted := false
-	for resp := range wch {
-		if err := resp.Err(); err != nil {
-			if errors.Is(wctx.Err(), context.DeadlineExceeded) {
-				return false, nil
-			}
-			return false, err
-		}
-		if len(resp.Events) > 0 {
-			deleted = true
-			break
-		}
-	}
-	if !deleted {
-		return false, nil
-	}
-	for {
-		ttl, err := r.cli.TimeToLive(wctx, lease)
-		switch {
-		case errors.Is(wctx.Err(), context.DeadlineExceeded):
-			return false, nil
-		case err != nil:
-			return false, err
-		case ttl.TTL == -1:
-			return true, nil
-		}
-		select {
-		case <-wctx.Done():
-			return false, nil
-		case <-time.After(leasePoll):
-		}
-	}
-}
-
-// leasePoll is how often resign asks whether the leader's lease, whose key
-// is gone, has ended: etcd tells of no lease's end by an event.
-const leasePoll = 100 * time.Millisecond
-
-// clearRequest removes the request if it still names this leader.
-func (r resigner) clearRequest(leaderKey string) {
-	ctx, cancel := r.bounded(context.Background())
-	defer cancel()
-	k := r.layout.ResignKey()
-	_, _ = r.cli.Txn(ctx).If(clientv3.Compare(clientv3.Value(k), "=", leaderKey)).
-		Then(clientv3.OpDelete(k)).Commit()
 }

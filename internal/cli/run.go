@@ -3,11 +3,8 @@ package cli
 import (
 	"io"
 	"os"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
@@ -36,14 +33,6 @@ func runAction(c *cli.Context, raw []string) (err error) {
 	if err != nil {
 		return err // 125 unless it carries its own code (126, 127)
 	}
-	// The start runs on two Ps and the run settles on one (main.go) as
-	// soon as it has nothing left to do at once: its child started, it
-	// waits behind another term, a campaign failed, or etcd has not
-	// answered within a dial's bound. With one P, the keeper's start and
-	// the etcd client's set-up take turns on it; with two they overlap.
-	runtime.GOMAXPROCS(min(2, runtime.NumCPU()))
-	settle := sync.OnceFunc(func() { runtime.GOMAXPROCS(1) })
-	defer time.AfterFunc(rc.conn.DialTimeout, settle).Stop()
 	// Caught first, so that a stop signal during the first dial already
 	// counts (a `systemctl stop` of a campaigning etcdlead ends it at once).
 	// Not stopped: the process exits when run returns (Catcher.Stop).
@@ -93,14 +82,15 @@ func runAction(c *cli.Context, raw []string) (err error) {
 		Layout:         rc.layout,
 		ID:             rc.id,
 		TTL:            rc.timing.TTL,
-		Guard:          rc.timing.KillTimeout + rc.timing.FenceMargin,
+		KillTimeout:    rc.timing.KillTimeout,
+		FenceMargin:    rc.timing.FenceMargin,
 		RequestTimeout: rc.conn.DialTimeout,
 		Now:            supervisor.Now,
 		Logger:         log.Named("campaign"),
 		NoWait:         rc.noWait,
 		Holders:        rc.holders,
 		Containment:    contained.Mode,
-		Observer:       runner.Observer(mon, keepers, settle),
+		Observer:       runner.Observer(mon, keepers),
 	})
 	if err != nil {
 		return failf("%v", err)
@@ -136,7 +126,6 @@ func runAction(c *cli.Context, raw []string) (err error) {
 		Endpoints:   rc.conn.Endpoints,
 		DialTimeout: rc.conn.DialTimeout,
 		Won:         held.won,
-		Settled:     settle,
 		Interactive: controllingTerminal(),
 	}, runner.Campaigns(camp), keepers, sigs, mon, log)
 	o := r.Run(c.Context)

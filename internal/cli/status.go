@@ -129,20 +129,16 @@ func readElections(ctx context.Context, cli *clientv3.Client, prefix string, one
 		}
 		found = append(found, e)
 	} else {
-		resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
-		if err != nil {
+		var err error
+		if found, err = campaign.ReadElections(ctx, cli, prefix); err != nil {
 			return nil, err
 		}
-		found = campaign.Elections(prefix, resp.Kvs)
 	}
 	els := []electionJSON{}
 	for _, e := range found {
-		var slots map[int64]int
-		if h := e.Holders(); h > 1 {
-			var err error
-			if slots, err = readSlots(ctx, cli, e, h); err != nil {
-				return nil, err
-			}
+		slots, err := e.ReadSlots(ctx, cli)
+		if err != nil {
+			return nil, err
 		}
 		el := electionOf(e, slots)
 		// The holders' TTLs, a request each: the first is the leader.
@@ -195,34 +191,6 @@ func electionOf(e campaign.Election, slots map[int64]int) electionJSON {
 		}
 	}
 	return el
-}
-
-// readSlots maps the leases of an election's slot keys to their slots,
-// and the leases of the terms whose slot key is gone (deleted by hand)
-// to the slot their sentinel records: a holder's slot until its lease
-// ends (docs/design.md, "More than one holder").
-func readSlots(ctx context.Context, cli *clientv3.Client, e campaign.Election, holders int) (map[int64]int, error) {
-	l := e.Layout
-	resp, err := cli.Get(ctx, l.SlotPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
-	if err != nil {
-		return nil, err
-	}
-	out := map[int64]int{}
-	for i := range holders {
-		for _, kv := range resp.Kvs {
-			if string(kv.Key) == l.SlotKey(i) && kv.Lease != 0 {
-				out[kv.Lease] = i
-			}
-		}
-	}
-	for _, kv := range e.Sentinels {
-		if i, ok := campaign.SlotOf(kv.Value); ok && i < holders {
-			if _, keyed := out[kv.Lease]; !keyed {
-				out[kv.Lease] = i
-			}
-		}
-	}
-	return out, nil
 }
 
 func printJSON(w io.Writer, els []electionJSON, one bool) error {

@@ -7,7 +7,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlead/etcdlead/campaign"
-	"github.com/etcdlead/etcdlead/internal/etcdtest"
+	"github.com/etcdlead/etcdlead/internal/testsupport/etcdtest"
 )
 
 // status shows a holder's slot from its slot key, and from its sentinel's

@@ -133,12 +133,7 @@ func (w *statusWatch) follow(ctx context.Context, rev int64, lost <-chan struct{
 	// instead of keeping it open and silent.
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	// Two prefixes rather than one range over both: a role that covers an
-	// election grants exactly these two (README, "Running against a
-	// secured etcd"). Watches made with one context share one stream.
-	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithRev(rev + 1)}
-	queue := w.cli.Watch(wctx, w.layout.QueuePrefix(), opts...)
-	sentinels := w.cli.Watch(wctx, w.layout.SentinelPrefix(), opts...)
+	queue, sentinels := w.layout.Watch(wctx, w.cli, rev+1)
 	for {
 		var resp clientv3.WatchResponse
 		var ok bool

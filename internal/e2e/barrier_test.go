@@ -7,7 +7,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdlead/etcdlead/internal/etcdtest"
+	"github.com/etcdlead/etcdlead/internal/testsupport/etcdtest"
 )
 
 // The barrier under what an operator, another program or a second

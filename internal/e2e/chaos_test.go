@@ -15,9 +15,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlead/etcdlead/campaign"
-	"github.com/etcdlead/etcdlead/internal/etcdtest"
-	"github.com/etcdlead/etcdlead/internal/faultproxy"
-	"github.com/etcdlead/etcdlead/internal/proctest"
+	"github.com/etcdlead/etcdlead/internal/testsupport/etcdtest"
+	"github.com/etcdlead/etcdlead/internal/testsupport/faultproxy"
+	"github.com/etcdlead/etcdlead/internal/testsupport/proctest"
 )
 
 // The chaos soak. The suite runs a fixed schedule that hits the leader with

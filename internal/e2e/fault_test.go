@@ -8,8 +8,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdlead/etcdlead/internal/etcdtest"
-	"github.com/etcdlead/etcdlead/internal/faultproxy"
+	"github.com/etcdlead/etcdlead/internal/testsupport/etcdtest"
+	"github.com/etcdlead/etcdlead/internal/testsupport/faultproxy"
 )
 
 // The fault suite. Every case ends with a check that a leader exists, and

@@ -17,7 +17,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdlead/etcdlead/internal/proctest"
+	"github.com/etcdlead/etcdlead/internal/testsupport/proctest"
 	"github.com/etcdlead/etcdlead/supervisor"
 )
 

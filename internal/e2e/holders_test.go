@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdlead/etcdlead/internal/etcdtest"
+	"github.com/etcdlead/etcdlead/internal/testsupport/etcdtest"
 )
 
 // `etcdlead run --holders N` (docs/design.md, "More than one holder"). The

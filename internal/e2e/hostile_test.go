@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/etcdlead/etcdlead/internal/etcdtest"
+	"github.com/etcdlead/etcdlead/internal/testsupport/etcdtest"
 )
 
 // Hostile and wrong input: each case is one line naming the problem and the

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdlead/etcdlead/internal/etcdtest"
-	"github.com/etcdlead/etcdlead/internal/proctest"
+	"github.com/etcdlead/etcdlead/internal/testsupport/etcdtest"
+	"github.com/etcdlead/etcdlead/internal/testsupport/proctest"
 	"github.com/etcdlead/etcdlead/supervisor"
 )
 

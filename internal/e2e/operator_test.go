@@ -17,8 +17,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlead/etcdlead/campaign"
-	"github.com/etcdlead/etcdlead/internal/etcdtest"
 	"github.com/etcdlead/etcdlead/internal/ops"
+	"github.com/etcdlead/etcdlead/internal/testsupport/etcdtest"
 )
 
 // etcdleadCmd runs an etcdlead command to its end with this env's endpoints

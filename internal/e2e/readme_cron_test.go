@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdlead/etcdlead/internal/etcdtest"
+	"github.com/etcdlead/etcdlead/internal/testsupport/etcdtest"
 )
 
 // readmeCronFlags returns the options of the README's crontab line, without

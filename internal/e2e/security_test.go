@@ -11,8 +11,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdlead/etcdlead/internal/etcdtest"
-	"github.com/etcdlead/etcdlead/internal/testcert"
+	"github.com/etcdlead/etcdlead/internal/testsupport/etcdtest"
+	"github.com/etcdlead/etcdlead/internal/testsupport/testcert"
 )
 
 // outcome is one etcdlead run to its end.

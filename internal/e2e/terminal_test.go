@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/etcdlead/etcdlead/internal/etcdtest"
+	"github.com/etcdlead/etcdlead/internal/testsupport/etcdtest"
 )
 
 // openPTY opens a pseudo-terminal pair: the master side, which the test

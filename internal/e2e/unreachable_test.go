@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdlead/etcdlead/internal/testcert"
+	"github.com/etcdlead/etcdlead/internal/testsupport/testcert"
 )
 
 // blackhole accepts TCP connections and never reads or answers.

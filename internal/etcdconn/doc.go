@@ -13,4 +13,6 @@
 //
 // It does not retry, and it does not decide whether an error ends a run:
 // that is the caller's.
+//
+// It runs in the supervisor process (the etcdlead that campaigns), never in a keeper.
 package etcdconn

@@ -13,4 +13,6 @@
 // It never sets O_NONBLOCK on the stream: on an inherited stderr the file
 // description is shared with other processes (etcdlead's child), which would
 // then see EAGAIN where they expect a write to block.
+//
+// It runs in the supervisor and in each keeper process.
 package logbuf

@@ -12,7 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 
-	"github.com/etcdlead/etcdlead/internal/proctest"
+	"github.com/etcdlead/etcdlead/internal/testsupport/proctest"
 )
 
 // safety bounds every wait on an event; it is never what a test measures.

@@ -4,6 +4,8 @@
 //
 // It promises that Quote's result is one line of printable UTF-8, and that
 // it differs from its argument only when the argument was not.
+//
+// It runs in the supervisor and in each keeper process.
 package oneline
 
 import (

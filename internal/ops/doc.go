@@ -10,4 +10,6 @@
 // It does not decide anything: the campaign and the run loop report to the
 // Monitor, and nothing here can start, stop or keep a child. What it shows
 // is this instance's own view; `etcdlead status` reads etcd instead.
+//
+// It runs in the supervisor process (the etcdlead that campaigns), never in a keeper.
 package ops

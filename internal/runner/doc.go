@@ -16,4 +16,6 @@
 // rests on the campaign's barrier (package campaign) and on each keeper's
 // fence (package supervisor). Both are reached through small interfaces
 // here, Campaigner and Keepers, so the loop can be tested with fakes.
+//
+// It runs in the supervisor process (the etcdlead that campaigns), never in a keeper.
 package runner

@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"errors"
-	"runtime"
 	"syscall"
 	"time"
 
@@ -26,15 +25,12 @@ func (st termState) stopping() bool { return st.stopped || st.lost != nil || st.
 // lead runs the child for one term and ends the term: the child's whole
 // group is gone before the lease is revoked. nil means campaign again.
 func (r *Runner) lead(ctx context.Context, term *Term) *Outcome {
-	// revoked is closed once the revoke started by endTerm is done; the
-	// lead returns only after it, or after its own revoke.
-	var revoked chan struct{}
+	// Revoked once, by endTerm or on the way out, after the hold below.
+	revoked := false
 	defer func() {
-		if revoked != nil {
-			<-revoked
-			return
+		if !revoked {
+			term.Revoke()
 		}
-		term.Revoke()
 	}()
 	if r.cfg.Won != nil {
 		r.cfg.Won()
@@ -42,7 +38,6 @@ func (r *Runner) lead(ctx context.Context, term *Term) *Outcome {
 	r.mon.Elected(term.Key, term.Rev, term.Lease)
 	r.mon.Holder(term.Slot, r.cfg.Holders)
 	child, err := r.keepers.Start(term.Deadline(), r.termEnv(term))
-	r.settled()
 	if err != nil {
 		var execErr *supervisor.ExecError
 		switch {
@@ -81,23 +76,17 @@ func (r *Runner) lead(ctx context.Context, term *Term) *Outcome {
 			<-held
 		}
 	}()
-	// endTerm revokes the term once the child's group is gone, before
-	// anything is logged or counted: the next candidate waits on the
-	// revoke, and with one P (main.go) every log line's write would go
-	// first. Hold returns first, so no renewal follows the revoke.
+	// endTerm revokes the term once the child's processes are gone: the
+	// next candidate waits on the revoke. Hold returns first, so no renewal
+	// follows the revoke.
 	endTerm := func() {
 		hcancel()
 		if holding {
 			<-held
 			holding = false
 		}
-		revoked = make(chan struct{})
-		go func() {
-			defer close(revoked)
-			term.Revoke()
-		}()
-		// Else the revoke would wait until this goroutine blocks.
-		runtime.Gosched()
+		term.Revoke()
+		revoked = true
 	}
 	var timeout <-chan time.Time
 	if r.cfg.Timeout > 0 {
@@ -140,11 +129,13 @@ func (r *Runner) lead(ctx context.Context, term *Term) *Outcome {
 			// leave its term held on by --hold-at-least (holdRest below);
 			// every other term ends now.
 			mayHold := res.Reason == supervisor.ReasonExited && st == (termState{}) && holding
+			// Said before the revoke, which may wait out an unreachable
+			// etcd: the log never blocks (internal/logbuf).
+			r.log.Info("child exited", "status", res.Code, "reason", res.Reason)
+			r.mon.ChildExited(res.Code, res.Reason == supervisor.ReasonFenced)
 			if !mayHold || time.Since(elected) >= r.cfg.HoldAtLeast {
 				endTerm()
 			}
-			r.log.Info("child exited", "status", res.Code, "reason", res.Reason)
-			r.mon.ChildExited(res.Code, res.Reason == supervisor.ReasonFenced)
 			o := r.afterChild(res, st)
 			if o != nil && mayHold && holding {
 				if r.holdRest(held, elected) {

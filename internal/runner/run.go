@@ -60,7 +60,6 @@ func (r *Runner) Run(ctx context.Context) *Outcome {
 // campaignFailed decides whether a failed campaign ends the run: nil means
 // campaign again.
 func (r *Runner) campaignFailed(err error) *Outcome {
-	r.settled()
 	switch {
 	case errors.Is(err, errStopped):
 		return end(Stopped, 0, nil)
@@ -198,9 +197,3 @@ func (r *Runner) onSignal(s os.Signal, p signals.Phase, child Child) signals.Act
 }
 
 func (r *Runner) prefix() string { return r.cfg.Layout.Prefix() }
-
-func (r *Runner) settled() {
-	if r.cfg.Settled != nil {
-		r.cfg.Settled()
-	}
-}

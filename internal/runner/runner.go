@@ -36,11 +36,6 @@ type Config struct {
 	// from then on the run can no longer end as NotLeader before a child
 	// ran.
 	Won func()
-	// Settled, if set, is called once the run's start is behind it: its
-	// child started (or failed to), or a campaign failed. Observer calls
-	// it too, when a campaign queues behind another term. It may be called
-	// more than once.
-	Settled func()
 }
 
 // Restart is --restart: whether a child that exited by itself is followed
@@ -138,18 +133,16 @@ func (c campaigner) Campaign(ctx context.Context) (*Term, error) {
 		Deadline: t.Deadline, Hold: t.Hold, Revoke: t.Revoke}, err
 }
 
-// Observer passes the campaign's events on: to the monitor, to the
+// Observer passes the campaign's events on: to the monitor, and to the
 // keepers, which get a keeper ready once the campaign is next in line and
-// drop it while it is far back, and to settled, if not nil, once the
-// campaign queues behind another term (Config.Settled).
-func Observer(mon *ops.Monitor, k Keepers, settled func()) campaign.Observer {
-	return observer{mon, k, settled}
+// drop it while it is far back.
+func Observer(mon *ops.Monitor, k Keepers) campaign.Observer {
+	return observer{mon, k}
 }
 
 type observer struct {
-	mon     *ops.Monitor
-	k       Keepers
-	settled func()
+	mon *ops.Monitor
+	k   Keepers
 }
 
 func (o observer) Front(string) { o.k.Prepare() }
@@ -160,9 +153,6 @@ const standbyAhead = 2
 
 func (o observer) Queued(key string, ahead int) {
 	o.mon.Queued(key)
-	if ahead > 0 && o.settled != nil {
-		o.settled()
-	}
 	if ahead > standbyAhead {
 		o.k.Drop()
 	}

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/etcdlead/etcdlead/campaign"
-	"github.com/etcdlead/etcdlead/internal/ops"
 	"github.com/etcdlead/etcdlead/supervisor"
 )
 
@@ -311,52 +310,5 @@ func TestBackoffEndsWithWait(t *testing.T) {
 		if err != nil || d > cfg.Wait {
 			t.Fatalf("backed off %s with --wait %s:\n%s", x[1], cfg.Wait, g.log)
 		}
-	}
-}
-
-// The run settles once its start is behind it (Config.Settled: etcdlead
-// drops to one P, internal/cli/run.go): once its child has started, and
-// once a campaign failed; not before the child's start.
-func TestSettledOnceItsStartIsBehind(t *testing.T) {
-	t.Run("child started", func(t *testing.T) {
-		var j *journal
-		cfg := baseConfig()
-		cfg.Settled = func() { j.add("settled") }
-		g := newRig(t, cfg, func(g *rig) []func(int) (*Term, error) {
-			j = g.j
-			return []func(int) (*Term, error){g.wins()}
-		})
-		c := g.keepers.child(t, 0)
-		g.j.waitFor(t, "settled", 1)
-		g.j.before(t, "child started", "settled")
-		c.exit(0, supervisor.ReasonExited)
-		wantOutcome(t, g.outcome(t), ChildExited, 0)
-	})
-	t.Run("campaign failed", func(t *testing.T) {
-		var j *journal
-		cfg := baseConfig()
-		cfg.NoWait = true
-		cfg.Settled = func() { j.add("settled") }
-		g := newRig(t, cfg, func(g *rig) []func(int) (*Term, error) {
-			j = g.j
-			return []func(int) (*Term, error){fails(campaign.ErrNotLeader)}
-		})
-		wantOutcome(t, g.outcome(t), NotLeader, 0)
-		g.j.waitFor(t, "settled", 1)
-	})
-}
-
-// A candidate queued behind another term settles (it waits); one with
-// none ahead goes on to start its child first.
-func TestObserverSettlesWhenQueuedBehind(t *testing.T) {
-	n := 0
-	o := Observer(ops.New("e", "c1", "test", 10*time.Second, nil), &fakeKeepers{j: newJournal()}, func() { n++ })
-	o.Queued("p/e/1", 0)
-	if n != 0 {
-		t.Fatalf("settled with no term ahead")
-	}
-	o.Queued("p/e/2", 1)
-	if n != 1 {
-		t.Fatalf("not settled when queued behind a term")
 	}
 }

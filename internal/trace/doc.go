@@ -1,6 +1,9 @@
 // Package trace stamps the steps of a handoff for scripts/bench. It is a
-// development aid, off unless the environment says otherwise, and not an
-// option of etcdlead's:
+// development aid and not an option of etcdlead's: marks are compiled in
+// only with the build tag etcdlead_trace (trace.go); without it every
+// function here is empty (off.go), so a released etcdlead has no trace
+// code on any path. The bench builds a traced etcdlead for its step
+// tables and times the untraced one. In a traced build,
 //
 //	ETCDLEAD_TRACE=/path/file etcdlead run ...
 //
@@ -16,10 +19,7 @@
 //
 // The variable is read once, when the package is initialised, and removed
 // from the process's environment then: a keeper gets it only because its
-// supervisor passes it on (Environ), and a child never does. When it is
-// unset or empty a mark costs one comparison: no allocation, no system call
-// (BenchmarkMarkOff).
+// supervisor passes it on (Environ), and a child never does.
 //
-// The package imports only the standard library and golang.org/x/sys/unix,
-// because every keeper links it.
+// It runs in the supervisor and in each keeper process.
 package trace

@@ -1,3 +1,5 @@
+//go:build etcdlead_trace
+
 package trace
 
 import (

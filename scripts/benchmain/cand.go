@@ -132,6 +132,7 @@ func (p *procs) killAll() {
 type spawnOpts struct {
 	env      []string
 	endpoint string
+	bin      string // instead of the tool's own binary
 }
 
 // spawn starts one candidate of t for election; its child reports to the hub
@@ -146,7 +147,11 @@ func (b *bench) spawnWith(t *tool, election string, ttl int, id string, o spawnO
 	if o.endpoint != "" {
 		ep = o.endpoint
 	}
-	cmd := exec.Command(t.bin, t.args(ep, election, ttl, id, child)...)
+	bin := t.bin
+	if o.bin != "" {
+		bin = o.bin
+	}
+	cmd := exec.Command(bin, t.args(ep, election, ttl, id, child)...)
 	cmd.Env = append(append([]string(nil), b.env...), o.env...)
 	logf, err := os.OpenFile(filepath.Join(b.dir, "logs", t.Key+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {

@@ -129,8 +129,8 @@ func (b *bench) fleetCampaign(ctx context.Context, n int, window time.Duration) 
 		}
 		c, err := campaign.New(campaign.Config{
 			Client: clis[i%len(clis)], Layout: layout, ID: fmt.Sprintf("%s%d", role, i),
-			TTL:   campaign.DefaultTTL,
-			Guard: campaign.DefaultKillTimeout + campaign.DefaultFenceMargin(campaign.DefaultTTL), RequestTimeout: 30 * time.Second,
+			TTL:         campaign.DefaultTTL,
+			KillTimeout: campaign.DefaultKillTimeout, FenceMargin: campaign.DefaultFenceMargin(campaign.DefaultTTL), RequestTimeout: 30 * time.Second,
 			Now: supervisor.Now,
 		})
 		if err != nil {

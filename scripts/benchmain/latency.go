@@ -101,7 +101,7 @@ func (b *bench) firstChildSteps(ctx context.Context, n int) (*stepTable, bool, e
 	for i := range n {
 		group := "ttfc-steps"
 		id := fmt.Sprintf("%s/%d", group, i+1)
-		t0, c, k, err := b.startOne(t, fmt.Sprintf("ttfc-steps-%d", i+1), group, id, spawnOpts{env: []string{"ETCDLEAD_TRACE=" + file}})
+		t0, c, k, err := b.startOne(t, fmt.Sprintf("ttfc-steps-%d", i+1), group, id, spawnOpts{env: []string{"ETCDLEAD_TRACE=" + file}, bin: b.bins.traced})
 		if err != nil {
 			return nil, false, err
 		}

@@ -144,7 +144,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench: -fleet:", err)
 		os.Exit(2)
 	}
-	if trace.Enabled() {
+	if os.Getenv(trace.Var) != "" {
 		// The bench's own in-process candidates would write marks too.
 		fmt.Fprintln(os.Stderr, "bench: unset "+trace.Var+": the bench sets it itself, for its traced pass only")
 		os.Exit(2)

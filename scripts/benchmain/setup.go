@@ -19,6 +19,9 @@ import (
 
 type binaries struct {
 	etcd, etcdctl, etcdlead, child string
+	// traced is etcdlead built with the tag etcdlead_trace, for the step
+	// tables (internal/trace); every figure is taken with etcdlead.
+	traced string
 }
 
 // build compiles what the bench runs, from this checkout and the versions
@@ -29,22 +32,26 @@ func build(ctx context.Context, root, dir, etcdleadBin string) (binaries, error)
 		etcdctl:  filepath.Join(dir, "etcdctl"),
 		etcdlead: filepath.Join(dir, "etcdlead"),
 		child:    filepath.Join(dir, "child"),
+		traced:   filepath.Join(dir, "traced", "etcdlead"),
 	}
-	jobs := [][2]string{
-		{b.etcd, "./testdata/etcd"},
-		{b.etcdctl, "go.etcd.io/etcd/etcdctl/v3"},
-		{b.child, "./scripts/benchmain/child"},
+	const tags, traced = "urfave_cli_no_docs", "urfave_cli_no_docs,etcdlead_trace"
+	jobs := [][3]string{
+		{b.etcd, "./testdata/etcd", tags},
+		{b.etcdctl, "go.etcd.io/etcd/etcdctl/v3", tags},
+		{b.child, "./scripts/benchmain/child", tags},
+		{b.traced, ".", traced},
+		{filepath.Join(dir, "traced", "etcdlead-keeper"), "./cmd/etcdlead-keeper", traced},
 	}
 	// etcdlead finds its keeper beside itself: a prebuilt etcdlead runs the
 	// keeper built beside it, or, with none there, its self-exec keeper.
 	if etcdleadBin == "" {
-		jobs = append(jobs, [2]string{b.etcdlead, "."}, [2]string{filepath.Join(dir, "etcdlead-keeper"), "./cmd/etcdlead-keeper"})
+		jobs = append(jobs, [3]string{b.etcdlead, ".", tags}, [3]string{filepath.Join(dir, "etcdlead-keeper"), "./cmd/etcdlead-keeper", tags})
 	} else {
 		b.etcdlead = etcdleadBin
 	}
 	for _, j := range jobs {
 		// Built as the archives and packages are (README.md, "Install").
-		cmd := exec.CommandContext(ctx, "go", "build", "-race=false", "-tags", "urfave_cli_no_docs", "-o", j[0], j[1])
+		cmd := exec.CommandContext(ctx, "go", "build", "-race=false", "-tags", j[2], "-o", j[0], j[1])
 		cmd.Dir = root
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out

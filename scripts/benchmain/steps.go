@@ -396,7 +396,11 @@ func (b *bench) steps(ctx context.Context, n, deletes, queue int) (*stepsResult,
 					return spawnOpts{}, err
 				}
 				proxies[id] = p
-				return spawnOpts{env: env, endpoint: p.Addr()}, nil
+				o := spawnOpts{env: env, endpoint: p.Addr()}
+				if env != nil { // etcdlead's, traced
+					o.bin = b.bins.traced
+				}
+				return o, nil
 			}
 		}
 		for _, deleted := range []bool{false, true} {
@@ -404,7 +408,9 @@ func (b *bench) steps(ctx context.Context, n, deletes, queue int) (*stepsResult,
 			case t.Key != lead:
 				opts = proxied(nil)
 			case deleted:
-				opts = func(string) (spawnOpts, error) { return spawnOpts{env: []string{"ETCDLEAD_TRACE=" + file}}, nil }
+				opts = func(string) (spawnOpts, error) {
+					return spawnOpts{env: []string{"ETCDLEAD_TRACE=" + file}, bin: b.bins.traced}, nil
+				}
 			default:
 				opts = proxied([]string{"ETCDLEAD_TRACE=" + file})
 			}

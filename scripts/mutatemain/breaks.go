@@ -7,15 +7,15 @@ var breaks = []breakage{
 	{
 		name: "stop on lost leadership", file: "internal/runner/lead.go",
 		why: "the supervisor no longer stops its child when its term is lost; only the fence would",
-		old: "\t\t\t\tchild.Stop(r.cfg.KillSignal)\n\t\t\t\ttrace.Mark(\"runner.stop-sent\")\n\t\t\t\tst.lost = err",
-		new: "\t\t\t\ttrace.Mark(\"runner.stop-sent\")\n\t\t\t\tst.lost = err",
+		old: "\t\t\t\t// Stop first: a log write can block on a stalled stderr.\n\t\t\t\tchild.Stop(r.cfg.KillSignal)\n",
+		new: "\t\t\t\t// Stop first: a log write can block on a stalled stderr.\n",
 		pkg: "./internal/e2e", tests: "^(TestRevokedLeaseStopsOldChildPromptly|TestDeletedKeyStopsOldChildFirst|TestOnceExits76WhenLeadershipLost|TestStatusAndResign|TestResignWithNewcomerArriving)$",
 	},
 	{
 		name: "revoke before the child is gone", file: "internal/runner/lead.go",
 		why: "the lease is revoked as soon as leadership is lost, before the child's processes are gone",
-		old: "\t\t\t\tchild.Stop(r.cfg.KillSignal)\n\t\t\t\ttrace.Mark(\"runner.stop-sent\")\n\t\t\t\tst.lost = err",
-		new: "\t\t\t\tterm.Revoke()\n\t\t\t\tchild.Stop(r.cfg.KillSignal)\n\t\t\t\ttrace.Mark(\"runner.stop-sent\")\n\t\t\t\tst.lost = err",
+		old: "\t\t\t\t// Stop first: a log write can block on a stalled stderr.\n\t\t\t\tchild.Stop(r.cfg.KillSignal)\n",
+		new: "\t\t\t\t// Stop first: a log write can block on a stalled stderr.\n\t\t\t\tterm.Revoke()\n\t\t\t\tchild.Stop(r.cfg.KillSignal)\n",
 		pkg: "./internal/e2e", tests: "^(TestDeletedKeyStopsOldChildFirst|TestNewcomerAfterKeyDeleteWaitsForOldLease)$",
 	},
 	{
@@ -126,15 +126,15 @@ var breaks = []breakage{
 	{
 		name: "own-key watch", file: "campaign/guard.go",
 		why: "the guard's watch ignores a deleted own key; only the re-read every T/3 would notice",
-		old: "\t\tt.c.log.Warn(\"key deleted\", \"key\", key, \"rev\", ev.Kv.ModRevision)\n\t\treturn ErrKeyDeleted",
-		new: "\t\tt.c.log.Warn(\"key deleted\", \"key\", key, \"rev\", ev.Kv.ModRevision)\n\t\treturn nil",
+		old: "\t\t\tt.c.log.Warn(\"key deleted\", \"key\", key, \"rev\", ev.Kv.ModRevision)\n\t\t\treturn ErrKeyDeleted",
+		new: "\t\t\tt.c.log.Warn(\"key deleted\", \"key\", key, \"rev\", ev.Kv.ModRevision)\n\t\t\treturn nil",
 		pkg: "./campaign", tests: "^TestCampaign$",
 	},
 	{
 		name: "resign watched from creation", file: "campaign/guard.go",
 		why: "the guard does not watch the resign key; only the re-read every T/3 would notice",
-		old: "\tkeys := []string{t.Key, t.Sentinel, t.c.cfg.Layout.ResignKey()}",
-		new: "\tkeys := []string{t.Key, t.Sentinel}",
+		old: "\tnames := g.names()\n\tws, stop := g.t.guardWatch(",
+		new: "\tnames := g.names()[:len(g.keys)]\n\tws, stop := g.t.guardWatch(",
 		pkg: "./campaign", tests: "^TestCampaign$",
 	},
 	{
@@ -215,7 +215,7 @@ var breaks = []breakage{
 		pkg: "./supervisor", tests: "^TestKillTimerThreadClass$",
 	},
 	{
-		name: "resign: stepped down once the lease ends", file: "internal/cli/resign.go",
+		name: "resign: stepped down once the lease ends", file: "campaign/resign.go",
 		why: "resign reports a step-down as soon as the leader's key goes, while its child may still run",
 		old: "\tif !deleted {\n\t\treturn false, nil\n\t}\n",
 		new: "\tif true {\n\t\treturn deleted, nil\n\t}\n",
@@ -245,8 +245,8 @@ var breaks = []breakage{
 	{
 		name: "keeper told the deadline as it moves", file: "campaign/hold.go",
 		why: "after its first renewal the leader never hands its keeper a new deadline, so the fence fires while the term holds",
-		old: "\treturn told == 0 || d-told >= step || told-guard-t.c.cfg.Now() < 3*r\n",
-		new: "\treturn told == 0 || false && (d-told >= step || told-guard-t.c.cfg.Now() < 3*r)\n",
+		old: "\treturn told == 0 || d-told >= step || f.SignalAt()-t.c.cfg.Now() < 3*r\n",
+		new: "\treturn told == 0 || false && (d-told >= step || f.SignalAt()-t.c.cfg.Now() < 3*r)\n",
 		pkg: "./campaign", tests: "^TestRenewals$",
 	},
 	{
@@ -259,8 +259,8 @@ var breaks = []breakage{
 	{
 		name: "first renewal at once when the fence is near", file: "campaign/hold.go",
 		why: "a new leader whose deadline is close waits a whole interval before renewing, so its fence can fire while the term holds",
-		old: "\treturn d-guard-now < 3*r\n",
-		new: "\treturn false && d-guard-now < 3*r\n",
+		old: "\treturn f.SignalAt()-now < 3*r\n",
+		new: "\treturn false && f.SignalAt()-now < 3*r\n",
 		pkg: "./campaign", tests: "^TestFirstRenewal$",
 	},
 	{

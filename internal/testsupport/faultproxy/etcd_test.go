@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdlead/etcdlead/internal/etcdtest"
+	"github.com/etcdlead/etcdlead/internal/testsupport/etcdtest"
 )
 
 // TestEtcdClientThroughBlackhole checks the proxy against what it is for: a

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdlead/etcdlead/internal/faultproxy"
+	"github.com/etcdlead/etcdlead/internal/testsupport/faultproxy"
 )
 
 // silence is how long a read must stay unanswered to count as blackholed.
