@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"bytes"
-	"strings"
 	"testing"
 	"time"
 )
@@ -32,40 +30,5 @@ func TestSuggest(t *testing.T) {
 		if got := suggest(typed, names); got != want {
 			t.Errorf("suggest(%q) = %q, want %q", typed, got, want)
 		}
-	}
-}
-
-// Lines are held until released; past the bound they are written after
-// all, in order, so a long wait neither grows memory nor loses lines.
-func TestHeldLog(t *testing.T) {
-	var out bytes.Buffer
-	h := &heldLog{out: &out}
-	h.Write([]byte("a\n"))
-	if out.Len() != 0 {
-		t.Fatalf("held line written: %q", out.String())
-	}
-	h.release(false)
-	h.Write([]byte("b\n"))
-	if out.String() != "b\n" {
-		t.Fatalf("after a dropping release: %q, want only b", out.String())
-	}
-
-	out.Reset()
-	h = &heldLog{out: &out}
-	line := strings.Repeat("x", 1023) + "\n"
-	for range heldLimit / len(line) {
-		h.Write([]byte(line))
-	}
-	if out.Len() != 0 {
-		t.Fatal("lines written before the bound")
-	}
-	h.Write([]byte("over\n"))
-	if !strings.HasSuffix(out.String(), line+"over\n") || out.Len() != heldLimit+len("over\n") {
-		t.Fatalf("past the bound: %d bytes written, want all %d in order", out.Len(), heldLimit+len("over\n"))
-	}
-	h.release(false) // nothing is held any more
-	h.Write([]byte("after\n"))
-	if !strings.HasSuffix(out.String(), "over\nafter\n") {
-		t.Fatal("a line after the bound was not written at once")
 	}
 }

@@ -37,9 +37,9 @@ func runAction(c *cli.Context, raw []string) (err error) {
 	// counts (a `systemctl stop` of a campaigning etcdlead ends it at once).
 	// Not stopped: the process exits when run returns (Catcher.Stop).
 	sigs := signals.Catch()
-	held := holdLog(rc)
-	defer held.release(true) // a return before the outcome shows what was logged
-	log := newLogger(rc.logLevel, rc.logJSON, held)
+	deferred := newDeferredLog(rc)
+	defer deferred.release(true) // a return before the outcome shows what was logged
+	log := newLogger(rc.logLevel, rc.logJSON, deferred)
 	mon := ops.New(rc.election, rc.id, appVersion(), rc.timing.TTL, ops.Notify)
 	if rc.statusAddr != "" {
 		addr, stop, err := ops.Serve(rc.statusAddr, mon)
@@ -125,11 +125,11 @@ func runAction(c *cli.Context, raw []string) (err error) {
 		Restart:     runner.Restart(rc.restart),
 		Endpoints:   rc.conn.Endpoints,
 		DialTimeout: rc.conn.DialTimeout,
-		Won:         held.won,
+		Won:         deferred.won,
 		Interactive: controllingTerminal(),
 	}, runner.Campaigns(camp), keepers, sigs, mon, log)
 	o := r.Run(c.Context)
-	held.release(!silentLoss(o, rc.conflictCode))
+	deferred.release(!silentLoss(o, rc.conflictCode))
 	return &runEnd{Outcome: o, conflictCode: rc.conflictCode}
 }
 
@@ -157,11 +157,11 @@ func childBaseEnv(environ []string) []string {
 // newLogger writes through the process's asynchronous stderr writer: a
 // stderr that does not drain must not hold up a renewal or a stop. Lines
 // that do not fit are dropped and counted; Main flushes at exit. A
-// non-nil held keeps lines back until the run's outcome is known.
-func newLogger(level string, json bool, held *heldLog) hclog.Logger {
+// non-nil deferred keeps lines back until the run's outcome is known.
+func newLogger(level string, json bool, deferred *deferredLog) hclog.Logger {
 	var out io.Writer
-	if held != nil {
-		out = held
+	if deferred != nil {
+		out = deferred // only when set: a nil Output is what sends the lines to stderr
 	}
 	return logbuf.Logger(hclog.LoggerOptions{
 		Output:     out,

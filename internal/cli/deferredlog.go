@@ -8,72 +8,73 @@ import (
 	"github.com/etcdlead/etcdlead/internal/runner"
 )
 
-// heldLimit bounds the lines kept back; past it they are written after
+// deferredLimit bounds the lines kept back; past it they are written after
 // all, so a long wait cannot grow memory without bound.
-const heldLimit = 64 << 10
+const deferredLimit = 64 << 10
 
-// heldLog keeps a run's log lines back until its outcome is known, for a
-// candidate whose loss the user declared no error (--conflict-exit-code=0
+// deferredLog keeps a run's log lines back until its outcome is known, for
+// a candidate whose loss the user declared no error (--conflict-exit-code=0
 // with --no-wait or --wait). cron mails whatever a job writes, and with
 // the same line on many machines every loser would write on every firing.
 // Once a term is won, or the run ends in any other way, the lines are
 // written as they were logged; a silent loss drops them.
-type heldLog struct {
+type deferredLog struct {
 	out io.Writer // non-blocking (logbuf), so holding mu while writing is brief
 
 	mu      sync.Mutex
-	held    [][]byte
+	kept    [][]byte
 	size    int
 	passing bool
 }
 
-// holdLog returns the writer for a run's logs: a heldLog when a loss is
-// silent and the level is the default or quieter, else nil (write on).
-func holdLog(rc runConfig) *heldLog {
+// newDeferredLog returns the writer for a run's logs: a deferredLog when a
+// loss is silent and the level is the default or quieter, else nil (write
+// on).
+func newDeferredLog(rc runConfig) *deferredLog {
 	silentLoss := rc.conflictCode == 0 && (rc.noWait || rc.wait > 0)
 	if !silentLoss || rc.logLevel == "trace" || rc.logLevel == "debug" {
 		return nil
 	}
-	return &heldLog{out: logbuf.Stderr()}
+	return &deferredLog{out: logbuf.Stderr()}
 }
 
-func (h *heldLog) Write(p []byte) (int, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if !h.passing && h.size+len(p) > heldLimit {
-		h.releaseLocked(true)
+func (d *deferredLog) Write(p []byte) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.passing && d.size+len(p) > deferredLimit {
+		d.releaseLocked(true)
 	}
-	if h.passing {
-		return h.out.Write(p)
+	if d.passing {
+		return d.out.Write(p)
 	}
-	h.held = append(h.held, append([]byte(nil), p...))
-	h.size += len(p)
+	d.kept = append(d.kept, append([]byte(nil), p...))
+	d.size += len(p)
 	return len(p), nil
 }
 
 // release writes the lines kept back, or drops them when keep is false,
 // and lets later lines through.
-func (h *heldLog) release(keep bool) {
-	if h == nil {
+func (d *deferredLog) release(keep bool) {
+	if d == nil {
 		return
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.releaseLocked(keep)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.releaseLocked(keep)
 }
 
-func (h *heldLog) releaseLocked(keep bool) {
-	for _, l := range h.held {
+func (d *deferredLog) releaseLocked(keep bool) {
+	for _, l := range d.kept {
 		if keep {
-			_, _ = h.out.Write(l)
+			_, _ = d.out.Write(l)
 		}
 	}
-	h.held, h.size, h.passing = nil, 0, true
+	d.kept, d.size, d.passing = nil, 0, true
 }
 
 // won is runner.Config.Won: a won term can no longer end in a loss before
 // a child ran.
-func (h *heldLog) won() { h.release(true) }
+func (d *deferredLog) won() { d.release(true) }
 
 // silentLoss reports whether o is a loss the user declared no error.
 func silentLoss(o *runner.Outcome, conflictCode int) bool {
