@@ -33,7 +33,8 @@ func newApp(args []string) *cli.App {
 			helpCommand(),
 			completeCommand(),
 		},
-		Metadata: map[string]any{},
+		Metadata:              map[string]any{},
+		CustomAppHelpTemplate: appHelp,
 		// Errors come back to Main, which prints one line and returns the code.
 		ExitErrHandler:  func(*cli.Context, error) {},
 		OnUsageError:    usageError,
@@ -49,8 +50,7 @@ func newApp(args []string) *cli.App {
 		// No `etcdlead run help`: after run, words are the command's.
 		c.HideHelpCommand = true
 	}
-	detachEnv(app)
-	cli.HelpPrinter = printHelp(app)
+	cli.HelpPrinter = helpPrinter(detachEnv(app))
 	return app
 }
 
@@ -81,8 +81,9 @@ func printEnd(app *cli.App, msg string) {
 // versionCommand prints what --version prints, through the same printer.
 func versionCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "version",
-		Usage: "print the version, as --version does",
+		Name:               "version",
+		Usage:              "print the version, as --version does",
+		CustomHelpTemplate: commandHelp("", ""),
 		Action: func(c *cli.Context) error {
 			cli.ShowVersion(c)
 			return nil
@@ -93,23 +94,31 @@ func versionCommand() *cli.Command {
 // helpCommand is `etcdlead help [COMMAND]`, the same text as --help.
 func helpCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "help",
-		Usage:     "show help for etcdlead or for one command",
-		ArgsUsage: "[COMMAND]",
+		Name:               "help",
+		Usage:              "show help for etcdlead or for one command",
+		ArgsUsage:          "[COMMAND]",
+		CustomHelpTemplate: commandHelp("", ""),
 		Action: func(c *cli.Context) error {
 			name := c.Args().First()
 			if name == "" {
 				return cli.ShowAppHelp(c)
 			}
-			for _, cmd := range c.App.Commands {
-				if cmd.Name == name && !cmd.Hidden {
-					writeCommandHelp(c.App.Writer, c.App, cmd)
-					return nil
-				}
+			// The library would show a hidden command's help too.
+			if findCommand(c.App, name) == nil {
+				return unknownCommand(c.App, name)
 			}
-			return unknownCommand(c.App, name)
+			return cli.ShowCommandHelp(c, name)
 		},
 	}
+}
+
+// commandNames are the names `help` and completion offer.
+func commandNames(app *cli.App) []string {
+	var out []string
+	for _, c := range app.VisibleCommands() {
+		out = append(out, c.Name)
+	}
+	return out
 }
 
 func unknownCommand(app *cli.App, name string) error {

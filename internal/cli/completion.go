@@ -73,9 +73,10 @@ complete -c etcdlead -f -a '(__etcdlead_complete)'
 
 func completionCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "completion",
-		Usage:     "print a shell completion script for bash, zsh or fish",
-		ArgsUsage: "bash|zsh|fish",
+		Name:               "completion",
+		Usage:              "print a shell completion script for bash, zsh or fish",
+		ArgsUsage:          "bash|zsh|fish",
+		CustomHelpTemplate: commandHelp(completionExamples, ""),
 		Action: func(c *cli.Context) error {
 			switch c.Args().First() {
 			case "bash":
@@ -91,6 +92,11 @@ func completionCommand() *cli.Command {
 		},
 	}
 }
+
+const completionExamples = `  source <(etcdlead completion bash)
+  etcdlead completion zsh > "${fpath[1]}/_etcdlead"
+  etcdlead completion fish > ~/.config/fish/completions/etcdlead.fish
+`
 
 // completeCommand answers the scripts: the words after "etcdlead", the
 // last one being typed.

@@ -20,47 +20,52 @@ import (
 
 const envMetadata = "etcdlead.env"
 
-// detachEnv moves every flag's variables into app.Metadata, keyed by
-// command and flag name: the same flag name may have variables in one
-// command and none in another (resign --timeout).
-func detachEnv(app *cli.App) {
-	m := map[string][]string{}
-	take := func(cmd string, flags []cli.Flag) {
+// detachEnv moves every flag's variables into app.Metadata, keyed by the
+// flag: the same flag name may have variables in one command and none in
+// another (resign --timeout). It returns the map, which help shows.
+func detachEnv(app *cli.App) map[cli.Flag][]string {
+	m := map[cli.Flag][]string{}
+	take := func(flags []cli.Flag) {
 		for _, f := range flags {
-			key := cmd + " " + f.Names()[0]
 			switch f := f.(type) {
 			case *cli.StringFlag:
-				m[key], f.EnvVars = f.EnvVars, nil
+				m[f], f.EnvVars = f.EnvVars, nil
 			case *cli.BoolFlag:
-				m[key], f.EnvVars = f.EnvVars, nil
+				m[f], f.EnvVars = f.EnvVars, nil
 			case *cli.IntFlag:
-				m[key], f.EnvVars = f.EnvVars, nil
+				m[f], f.EnvVars = f.EnvVars, nil
 			case *cli.GenericFlag:
-				m[key], f.EnvVars = f.EnvVars, nil
+				m[f], f.EnvVars = f.EnvVars, nil
 			}
 		}
 	}
-	take("", app.Flags)
+	take(app.Flags)
 	for _, cmd := range app.Commands {
-		take(cmd.Name, cmd.Flags)
+		take(cmd.Flags)
 	}
 	if app.Metadata == nil {
 		app.Metadata = map[string]any{}
 	}
 	app.Metadata[envMetadata] = m
+	return m
 }
 
-// envVars are the variables of flag name in c's command.
+// envVars are the variables of flag name in c's command, else in the
+// app's flags.
 func envVars(c *cli.Context, name string) []string {
-	m, _ := c.App.Metadata[envMetadata].(map[string][]string)
-	cmd := ""
-	if c.Command != nil && c.Command.Name != c.App.Name {
-		cmd = c.Command.Name
+	m, _ := c.App.Metadata[envMetadata].(map[cli.Flag][]string)
+	var flags []cli.Flag
+	if c.Command != nil {
+		flags = c.Command.Flags
 	}
-	if v, ok := m[cmd+" "+name]; ok {
-		return v
+	for _, fs := range [][]cli.Flag{flags, c.App.Flags} {
+		for _, f := range fs {
+			if f.Names()[0] == name {
+				return m[f]
+			}
+		}
 	}
-	return m[" "+name]
+	return nil
 }
 
 // source is where an option's value came from; a higher one wins.

@@ -30,10 +30,20 @@ func resignCommand() *cli.Command {
 				Usage: "how long the leader has to step down"}, 30*time.Second),
 			&cli.BoolFlag{Name: flagForce, Category: catOperations, Usage: "after --timeout, delete the leader's key"},
 		),
-		OnUsageError: usageError,
-		Action:       resignAction,
+		OnUsageError:       usageError,
+		CustomHelpTemplate: commandHelp(resignExamples, resignExitCodes),
+		Action:             resignAction,
 	}
 }
+
+const resignExamples = `  etcdlead resign --election=reports --id=web-1/4121
+  etcdlead resign --election=reports --timeout=10s --force
+`
+
+const resignExitCodes = `  0        the leader stepped down (or its key was deleted, --force)
+  3        no leader, or --id does not lead
+  125      the leader did not step down within --timeout; options, etcd
+`
 
 func resignAction(c *cli.Context) error {
 	if c.NArg() > 0 {

@@ -221,11 +221,26 @@ func runCommand(raw []string) *cli.Command {
 		Description: "Campaigns in etcd and starts COMMAND once this process leads. The command is\n" +
 			"stopped the moment leadership is lost, and etcdlead campaigns again. It exits\n" +
 			"with the command's status when the command ends by itself.",
-		Flags:        runFlags(),
-		OnUsageError: usageError,
-		Action:       func(c *cli.Context) error { return runAction(c, raw) },
+		Flags:              runFlags(),
+		OnUsageError:       usageError,
+		CustomHelpTemplate: commandHelp(runExamples, runExitCodes),
+		Action:             func(c *cli.Context) error { return runAction(c, raw) },
 	}
 }
+
+const runExamples = `  etcdlead run --endpoints=10.0.0.5:2379 --election=reports -- ./report
+  etcdlead run --election=nightly --once --no-wait --hold-at-least=60s \
+      --conflict-exit-code=0 -- /usr/local/bin/nightly-report
+  etcdlead run --restart=always --status-addr=127.0.0.1:9464 -- ./worker
+`
+
+const runExitCodes = `  N        the command's own code, or 128+N when signal N ended it
+  75       not leader when --wait or --no-wait ended (--conflict-exit-code)
+  76       --once: leadership was lost while the command ran
+  124      --timeout: the command ran too long and was stopped
+  125      etcdlead failed: options, configuration, authentication, etcd
+  126/127  the command cannot be executed / was not found
+`
 
 // controllingTerminal reports whether stdin is this process's controlling
 // terminal: the keeper then gives the child the terminal's foreground

@@ -58,10 +58,20 @@ func statusCommand() *cli.Command {
 			"election object with --election, else {\"elections\": [...]}.",
 		Flags: append(electionFlags(), &cli.BoolFlag{Name: flagJSON, Category: catOutput, Usage: "print JSON"},
 			&cli.BoolFlag{Name: flagWatch, Category: catOutput, Usage: "with --election: print the state, then a line on each change, until SIGINT or SIGTERM"}),
-		OnUsageError: usageError,
-		Action:       statusAction,
+		OnUsageError:       usageError,
+		CustomHelpTemplate: commandHelp(statusExamples, statusExitCodes),
+		Action:             statusAction,
 	}
 }
+
+const statusExamples = `  etcdlead status --election=reports
+  etcdlead status --json | jq -r '.elections[].leader.id'
+`
+
+const statusExitCodes = `  0        a leader exists
+  3        no leader
+  125      options, configuration, etcd
+`
 
 func statusAction(c *cli.Context) error {
 	if c.NArg() > 0 {
