@@ -128,9 +128,10 @@ func unknownCommand(app *cli.App, name string) error {
 	return failf("unknown command %q: use one of %s; see etcdlead --help", name, strings.Join(commandNames(app), ", "))
 }
 
-// badValue is how package flag words a value its Set refused. It and
-// undefinedFlag are compiled on first use: only a bad command line needs
-// them, and every start would pay for them at initialisation.
+// badValue is how package flag words a value its Set refused. The words
+// are all there is: package flag returns a bad command line as text alone,
+// and urfave/cli passes it on as it is. It and undefinedFlag are compiled
+// on first use: only a bad command line needs them.
 var badValue = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile(`^invalid value "(.*)" for flag -([\w-]+): (.*)$`)
 })
@@ -164,7 +165,7 @@ func usageError(c *cli.Context, err error, _ bool) error {
 // suggest is the name closest to a misspelt one: one it is a prefix of
 // (--endpoint for --endpoints), else one a few edits away (one per three
 // letters typed, at most two); "" when none is close or two are equally
-// close.
+// close. urfave/cli's App.Suggest would name the nearest however far.
 func suggest(typed string, names []string) string {
 	best, bestD, tie := "", min(max(1, len(typed)/3), 2)+1, false
 	for _, n := range names {

@@ -13,7 +13,9 @@ import (
 // __complete, given the words so far and the one being typed), so they
 // follow the flags of each version. Two answers are no words but requests
 // to the shell: ":files" (a flag that takes a file) and ":commands" (the
-// command after `run --`).
+// command after `run --`). They are not urfave/cli's: its completion offers
+// no flag's values, its bash and zsh scripts run the typed line itself
+// (after "--", the command), and App.ToFishCompletion is a fixed list.
 // bash splits words at '=' (COMP_WORDBREAKS), so the script splits the
 // line itself and, for --flag=value, completes the part after the '=',
 // which is what bash replaces.
