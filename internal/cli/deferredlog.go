@@ -19,7 +19,7 @@ const deferredLimit = 64 << 10
 // Once a term is won, or the run ends in any other way, the lines are
 // written as they were logged; a silent loss drops them.
 type deferredLog struct {
-	out io.Writer // non-blocking (logbuf), so holding mu while writing is brief
+	out io.Writer // non-blocking (logbuf), so writing under mu is brief
 
 	mu      sync.Mutex
 	kept    [][]byte
