@@ -9,8 +9,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlead/etcdlead/campaign"
+	"github.com/etcdlead/etcdlead/internal/bootclock"
 	"github.com/etcdlead/etcdlead/internal/testsupport/etcdtest"
-	"github.com/etcdlead/etcdlead/supervisor"
 )
 
 // These benchmarks run the campaign against a real etcd process (started by
@@ -31,7 +31,7 @@ func newCampaigner(b *testing.B, cli *clientv3.Client, election string, noWait b
 	c, err := campaign.New(campaign.Config{
 		Client: cli, Layout: benchLayout(b, election), ID: fmt.Sprintf("bench-%d", benchSeq),
 		TTL: time.Minute, KillTimeout: campaign.DefaultKillTimeout, FenceMargin: campaign.DefaultFenceMargin(time.Minute), RequestTimeout: 10 * time.Second,
-		Now: supervisor.Now, NoWait: noWait,
+		Now: bootclock.Now, NoWait: noWait,
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -14,9 +14,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlead/etcdlead/campaign"
+	"github.com/etcdlead/etcdlead/internal/bootclock"
 	"github.com/etcdlead/etcdlead/internal/testsupport/etcdtest"
 	"github.com/etcdlead/etcdlead/internal/testsupport/faultproxy"
-	"github.com/etcdlead/etcdlead/supervisor"
 )
 
 // The campaign's promise at its own level, on a real etcd: Campaign returns
@@ -72,7 +72,7 @@ func (f *fixture) campaigner(noWait bool) *campaign.Campaigner {
 	f.n++
 	c, err := campaign.New(campaign.Config{
 		Client: f.cli, Layout: f.l, ID: fmt.Sprintf("c%d", f.n), TTL: f.ttl, Logger: f.log,
-		KillTimeout: 750 * time.Millisecond, FenceMargin: 250 * time.Millisecond, RequestTimeout: 5 * time.Second, Now: supervisor.Now, NoWait: noWait, Observer: f,
+		KillTimeout: 750 * time.Millisecond, FenceMargin: 250 * time.Millisecond, RequestTimeout: 5 * time.Second, Now: bootclock.Now, NoWait: noWait, Observer: f,
 		LeaseWaitLog: f.leaseWaitLog, Holders: f.holders,
 	})
 	if err != nil {

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/etcdlead/etcdlead/internal/boottick"
+	"github.com/etcdlead/etcdlead/internal/bootclock"
 	"github.com/etcdlead/etcdlead/internal/fence"
 )
 
@@ -34,8 +34,8 @@ func (t *Term) renewLoop(ctx context.Context, onRenew func(time.Duration)) error
 	failing := false
 	var told time.Duration // the last deadline handed to onRenew; 0: none yet
 	// On the boot clock: a renewal due during a suspend is made at the
-	// resume (internal/boottick).
-	tick := boottick.New(r)
+	// resume (internal/bootclock).
+	tick := bootclock.NewTicker(r)
 	defer tick.Stop()
 	if !renewAtOnce(t.fence(), t.c.cfg.Now(), r) {
 		select {

@@ -11,9 +11,9 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/etcdlead/etcdlead/campaign"
+	"github.com/etcdlead/etcdlead/internal/bootclock"
 	"github.com/etcdlead/etcdlead/internal/etcdconn"
 	"github.com/etcdlead/etcdlead/internal/testsupport/etcdtest"
-	"github.com/etcdlead/etcdlead/supervisor"
 )
 
 func keepAliveStreams(t *testing.T, m *etcdtest.Member) int {
@@ -214,7 +214,7 @@ func TestRenewals(t *testing.T) {
 		// K + m as etcdlead run sets them for a TTL of 2s: a quarter of
 		// the outage tolerance is then a little over r.
 		c, err := campaign.New(campaign.Config{Client: f.cli, Layout: f.l, ID: "c", TTL: campaign.MinTTL,
-			KillTimeout: 500 * time.Millisecond, FenceMargin: 250 * time.Millisecond, RequestTimeout: 5 * time.Second, Now: supervisor.Now, Observer: renewObserver(n.hear)})
+			KillTimeout: 500 * time.Millisecond, FenceMargin: 250 * time.Millisecond, RequestTimeout: 5 * time.Second, Now: bootclock.Now, Observer: renewObserver(n.hear)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -314,7 +314,7 @@ func TestRenewalsWithAuth(t *testing.T) {
 	t.Cleanup(func() { cli.Close() })
 	var n tally
 	c, err := campaign.New(campaign.Config{Client: cli, Layout: l, ID: "alice", TTL: campaign.MinTTL,
-		KillTimeout: 750 * time.Millisecond, FenceMargin: 250 * time.Millisecond, RequestTimeout: 5 * time.Second, Now: supervisor.Now, Observer: renewObserver(n.hear)})
+		KillTimeout: 750 * time.Millisecond, FenceMargin: 250 * time.Millisecond, RequestTimeout: 5 * time.Second, Now: bootclock.Now, Observer: renewObserver(n.hear)})
 	if err != nil {
 		t.Fatal(err)
 	}

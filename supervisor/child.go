@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -15,6 +14,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/etcdlead/etcdlead/internal/trace"
+	"github.com/etcdlead/etcdlead/supervisor/internal/keeper"
+	"github.com/etcdlead/etcdlead/supervisor/internal/proctree"
 )
 
 // Spec describes one child: what to run and how the keeper must stop it.
@@ -81,7 +82,7 @@ type Child struct {
 	log    hclog.Logger
 	pid    int // the direct child, also its group id
 	keeper *keeperProc
-	cg     cgroupDir // the child's cgroup, where the keeper started it there
+	cg     proctree.Cgroup // the child's cgroup, where the keeper started it there
 	mu     sync.Mutex
 	ctrl   *os.File
 	done   chan struct{}
@@ -210,7 +211,7 @@ func launch(spec Spec, log hclog.Logger) (*keeperProc, error) {
 // keeperCmd is the keeper binary at path, or the fallback when path is "".
 // Both take the same arguments, the protocol first.
 func keeperCmd(path string, spec Spec, ctrlR, statW *os.File, tc termCgroups, cgroupFD int) *exec.Cmd {
-	args := append([]string{protocolArg(),
+	args := append([]string{keeper.ProtocolArg(),
 		"-cgroup", string(tc.child),
 		"-path", spec.Path,
 		"-signal", strconv.Itoa(int(spec.KillSignal)),
@@ -245,7 +246,7 @@ func keeperCmd(path string, spec Spec, ctrlR, statW *os.File, tc termCgroups, cg
 // refusal from a death.
 func (k *keeperProc) begin(deadline time.Duration, env []string, log hclog.Logger) (*Child, error) {
 	trace.Mark("supervisor.start-msg")
-	_, _ = k.ctrl.WriteString(command{op: msgStart, deadline: deadline, env: env}.String())
+	_, _ = k.ctrl.WriteString(keeper.Command{Op: keeper.OpStart, Deadline: deadline, Env: env}.String())
 	return k.started(deadline, log)
 }
 
@@ -300,8 +301,8 @@ func readHello(status *bufio.Scanner) error {
 	if !status.Scan() {
 		return errKeeperEnded
 	}
-	if got := status.Text(); got != hello() {
-		return fmt.Errorf("%w: it said %q, this binary speaks %q", errKeeperProtocol, got, hello())
+	if got := status.Text(); got != keeper.Hello() {
+		return fmt.Errorf("%w: it said %q, this binary speaks %q", errKeeperProtocol, got, keeper.Hello())
 	}
 	return nil
 }
@@ -312,17 +313,16 @@ func readStarted(status *bufio.Scanner) (int, bool, error) {
 	if !status.Scan() {
 		return 0, false, errKeeperEnded
 	}
-	f := strings.SplitN(status.Text(), " ", 3)
+	r, err := keeper.ParseReport(status.Text())
 	switch {
-	case f[0] == msgStarted && (len(f) == 2 || len(f) == 3 && f[2] == startedInCgroup):
-		pid, err := strconv.Atoi(f[1])
-		return pid, len(f) == 3, err
-	case f[0] == msgPastFence && len(f) == 2:
-		late, _ := strconv.ParseInt(f[1], 10, 64)
-		return 0, false, fmt.Errorf("%w (%s late)", ErrPastFence, time.Duration(late))
-	case f[0] == msgFailed && len(f) == 3:
-		code, _ := strconv.Atoi(f[1])
-		return 0, false, &ExecError{Code: code, Msg: f[2]}
+	case err != nil:
+		return 0, false, err
+	case r.Op == keeper.OpStarted:
+		return r.Pid, r.InCgroup, nil
+	case r.Op == keeper.OpPastFence:
+		return 0, false, fmt.Errorf("%w (%s late)", ErrPastFence, r.Late)
+	case r.Op == keeper.OpFailed:
+		return 0, false, &ExecError{Code: r.Code, Msg: r.Msg}
 	}
 	return 0, false, fmt.Errorf("keeper said %q", status.Text())
 }
@@ -335,32 +335,29 @@ func readStarted(status *bufio.Scanner) (int, bool, error) {
 func (c *Child) wait(k *keeperProc, status *bufio.Scanner) {
 	defer k.cg.remove(c.log)
 	for status.Scan() {
-		f := strings.Fields(status.Text())
-		if (len(f) == 3 || len(f) == 4 && f[3] == exitSignaled) && f[0] == msgExit {
-			if code, err := strconv.Atoi(f[1]); err == nil {
-				// The keeper reports only once nothing it started is left,
-				// so the result is final now, once the kernel agrees where
-				// it can tell; the keeper's own exit can follow in its
-				// time, off the path to the revoke.
-				trace.Mark("supervisor.exit-report")
-				c.emptyCgroup("after the keeper's report")
-				res := Result{Code: code, Reason: Reason(f[2]), Signaled: len(f) == 4}
-				if c.supervisorFenced() {
-					// The child died of this process's fence, which its
-					// keeper, stopped till then, took for an end of its own.
-					res.Reason, res.Signaled = ReasonFenced, false
-				}
-				c.publish(res)
-				k.stat.Close()
-				_ = k.wait()
-				return
+		if r, err := keeper.ParseReport(status.Text()); err == nil && r.Op == keeper.OpExit {
+			// The keeper reports only once nothing it started is left,
+			// so the result is final now, once the kernel agrees where
+			// it can tell; the keeper's own exit can follow in its
+			// time, off the path to the revoke.
+			trace.Mark("supervisor.exit-report")
+			c.emptyCgroup("after the keeper's report")
+			res := Result{Code: r.Code, Reason: r.Reason, Signaled: r.Signaled}
+			if c.supervisorFenced() {
+				// The child died of this process's fence, which its
+				// keeper, stopped till then, took for an end of its own.
+				res.Reason, res.Signaled = ReasonFenced, false
 			}
+			c.publish(res)
+			k.stat.Close()
+			_ = k.wait()
+			return
 		}
 	}
 	k.stat.Close()
 	werr := k.wait()
 	if c.cg != "" {
-		_ = c.cg.kill()
+		_ = c.cg.Kill()
 	}
 	o := killOrphans(c.pid)
 	if c.supervisorFenced() {
@@ -394,13 +391,13 @@ func (c *Child) emptyCgroup(when string) {
 	if c.cg == "" {
 		return
 	}
-	busy, err := c.cg.populated()
+	busy, err := c.cg.Populated()
 	if !busy && err == nil {
 		return
 	}
 	c.log.Error("the child's cgroup still holds processes "+when+"; killing them", "cgroup", string(c.cg), "error", err)
-	_ = c.cg.kill()
-	if !c.cg.await(orphanWait, func() bool { p, err := c.cg.populated(); return !p && err == nil }) {
+	_ = c.cg.Kill()
+	if !c.cg.Await(orphanWait, func() bool { p, err := c.cg.Populated(); return !p && err == nil }) {
 		c.log.Error("processes in the child's cgroup still run after SIGKILL; ending the term without them", "cgroup", string(c.cg))
 	}
 }
@@ -430,21 +427,21 @@ func (c *Child) Result() Result {
 // SetDeadline moves the fence to a later boot-clock deadline, the
 // keeper's and this process's own.
 func (c *Child) SetDeadline(d time.Duration) {
-	c.send(command{op: msgDeadline, deadline: d})
+	c.send(keeper.Command{Op: keeper.OpDeadline, Deadline: d})
 	c.moveFence(d)
 }
 
 // Stop sends sig to the group, then SIGKILL after the kill timeout (or at the
 // fence, if that comes first).
-func (c *Child) Stop(sig syscall.Signal) { c.send(command{op: msgStop, sig: sig}) }
+func (c *Child) Stop(sig syscall.Signal) { c.send(keeper.Command{Op: keeper.OpStop, Sig: sig}) }
 
 // Kill sends SIGKILL to the group at once.
-func (c *Child) Kill() { c.send(command{op: msgKill}) }
+func (c *Child) Kill() { c.send(keeper.Command{Op: keeper.OpKill}) }
 
 // Signal forwards sig to the group.
-func (c *Child) Signal(sig syscall.Signal) { c.send(command{op: msgSignal, sig: sig}) }
+func (c *Child) Signal(sig syscall.Signal) { c.send(keeper.Command{Op: keeper.OpSignal, Sig: sig}) }
 
-func (c *Child) send(cmd command) {
+func (c *Child) send(cmd keeper.Command) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ctrl == nil {

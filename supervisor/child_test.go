@@ -17,6 +17,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
+
+	"github.com/etcdlead/etcdlead/internal/bootclock"
 )
 
 // The test binary doubles as the keeper (argv[1] == KeeperArg, as in
@@ -162,7 +164,7 @@ func cutOff(t *testing.T, mode string, window time.Duration, mutate func(*Spec),
 			if mutate != nil {
 				mutate(sp)
 			}
-			sp.Deadline = Now() + window
+			sp.Deadline = bootclock.Now() + window
 		})
 		if err == nil {
 			break
@@ -173,7 +175,7 @@ func cutOff(t *testing.T, mode string, window time.Duration, mutate func(*Spec),
 		t.Logf("Start, try %d: %v", try, err)
 	}
 	var last atomic.Int64
-	last.Store(int64(Now() + window))
+	last.Store(int64(bootclock.Now() + window))
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(stopped)
@@ -184,7 +186,7 @@ func cutOff(t *testing.T, mode string, window time.Duration, mutate func(*Spec),
 			case <-stop:
 				return
 			case <-tick.C:
-				d := Now() + window
+				d := bootclock.Now() + window
 				s.c.SetDeadline(d)
 				last.Store(int64(d))
 			}
@@ -349,7 +351,7 @@ func TestFenceStopsChildWithoutSupervisor(t *testing.T) {
 	if got != (Result{Code: 137, Reason: ReasonFenced}) {
 		t.Fatalf("got %+v, want 137 fenced", got)
 	}
-	if late := Now() - deadline; late >= 0 {
+	if late := bootclock.Now() - deadline; late >= 0 {
 		t.Fatalf("the fenced child was reported gone %s after the deadline: the lease may have ended under it", late)
 	}
 }
@@ -381,7 +383,7 @@ func TestStandbyKeeper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := p.Start(Now()+time.Minute, []string{"ETCDLEAD_REV=42"}, hclog.NewNullLogger())
+	c, err := p.Start(bootclock.Now()+time.Minute, []string{"ETCDLEAD_REV=42"}, hclog.NewNullLogger())
 	w.Close()
 	if err != nil {
 		t.Fatal(err)

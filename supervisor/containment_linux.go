@@ -14,6 +14,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
+
+	"github.com/etcdlead/etcdlead/supervisor/internal/proctree"
 )
 
 // Containment modes (docs/design.md, "Containment").
@@ -118,7 +120,7 @@ func ReleaseContainment() {
 	contain.Lock()
 	defer contain.Unlock()
 	if contain.Dir != "" {
-		_ = cgroupDir(contain.Dir).remove()
+		_ = proctree.Cgroup(contain.Dir).Remove()
 	}
 }
 
@@ -127,7 +129,7 @@ func ReleaseContainment() {
 // term whose keeper still stops its child (a populated keeper cgroup) from
 // one whose supervisor and keeper are both gone (removeStale).
 type termCgroups struct {
-	dir, keeper, child cgroupDir
+	dir, keeper, child proctree.Cgroup
 }
 
 // newTermCgroups makes the cgroups of a new term, or returns none for the
@@ -142,11 +144,11 @@ func newTermCgroups(log hclog.Logger) termCgroups {
 	}
 	contain.terms++
 	contain.live.Add(1)
-	d := cgroupDir(filepath.Join(contain.Dir, strconv.Itoa(contain.terms)))
-	tc := termCgroups{dir: d, keeper: cgroupDir(d.file("keeper")), child: cgroupDir(d.file("child"))}
-	for _, m := range []cgroupDir{tc.dir, tc.keeper, tc.child} {
+	d := proctree.Cgroup(filepath.Join(contain.Dir, strconv.Itoa(contain.terms)))
+	tc := termCgroups{dir: d, keeper: d.Sub("keeper"), child: d.Sub("child")}
+	for _, m := range []proctree.Cgroup{tc.dir, tc.keeper, tc.child} {
 		if err := os.Mkdir(string(m), 0o755); err != nil {
-			_ = tc.dir.remove()
+			_ = tc.dir.Remove()
 			contain.live.Done()
 			if !contain.failed {
 				contain.failed = true
@@ -166,7 +168,7 @@ func (tc termCgroups) remove(log hclog.Logger) {
 	}
 	go func() {
 		defer contain.live.Done()
-		if err := tc.dir.remove(); err != nil {
+		if err := tc.dir.Remove(); err != nil {
 			log.Warn("cannot remove the child's cgroup", "cgroup", string(tc.dir), "error", err)
 		}
 	}()
@@ -397,23 +399,23 @@ func removeStale(base string, log hclog.Logger) {
 		if now, err := startTime(pid); err == nil && now == start {
 			continue // that etcdlead runs
 		}
-		inst := cgroupDir(filepath.Join(base, e.Name()))
+		inst := proctree.Cgroup(filepath.Join(base, e.Name()))
 		terms, _ := os.ReadDir(string(inst))
 		for _, term := range terms {
 			if !term.IsDir() {
 				continue
 			}
-			d := cgroupDir(inst.file(term.Name()))
-			if keeperRuns, _ := cgroupDir(d.file("keeper")).populated(); keeperRuns {
+			d := inst.Sub(term.Name())
+			if keeperRuns, _ := d.Sub("keeper").Populated(); keeperRuns {
 				continue
 			}
-			child := cgroupDir(d.file("child"))
-			if busy, _ := child.populated(); busy {
-				_ = child.kill()
-				left := !child.await(staleKillWait, func() bool { p, _ := child.populated(); return !p })
+			child := d.Sub("child")
+			if busy, _ := child.Populated(); busy {
+				_ = child.Kill()
+				left := !child.Await(staleKillWait, func() bool { p, _ := child.Populated(); return !p })
 				log.Warn("killed what a dead etcdlead left in its cgroup", "cgroup", string(child), "still_running", left)
 			}
-			_ = d.remove()
+			_ = d.Remove()
 		}
 		_ = unix.Rmdir(string(inst))
 	}

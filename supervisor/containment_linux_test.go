@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/etcdlead/etcdlead/supervisor/internal/proctree"
 )
 
 func TestUnescapeMount(t *testing.T) {
@@ -44,8 +46,8 @@ func TestDelegatedByAttribute(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() {
-		_ = cgroupDir(unit).remove()
-		_ = cgroupDir(other).remove()
+		_ = proctree.Cgroup(unit).Remove()
+		_ = proctree.Cgroup(other).Remove()
 	})
 	if delegated(unit, mnt.point) {
 		t.Fatal("a cgroup with no mark is taken for delegated")

@@ -1,7 +1,11 @@
 // Package supervisor runs the child command under a keeper: a small process
 // that owns the child's process group and its whole process tree, enforces
 // the fence deadline on a suspend-aware clock, and outlives a supervisor that
-// is frozen or killed (docs/design.md, "The keeper"). The keeper is its own
+// is frozen or killed (docs/design.md, "The keeper"). This package is the
+// supervisor process's side: it prepares the term's cgroups, starts and
+// talks to keepers, fences the child itself too, and kills what a dead
+// keeper left. The keeper process is internal/keeper; what both processes
+// do to a process tree is internal/proctree. The keeper is its own
 // binary, KeeperName (cmd/etcdlead-keeper), found beside the executable or in
 // KeeperDir and checked for this package's protocol before any child starts;
 // without one, the executable re-executes itself in its keeper mode

@@ -1,28 +1,30 @@
 package supervisor
 
-import "syscall"
+import (
+	"syscall"
 
-// Exit codes, after timeout(1), env(1) and the shells, so that a child's
-// status and the keeper's own failures read the same way they would under a
-// shell.
+	"github.com/etcdlead/etcdlead/supervisor/internal/keeper"
+)
+
+// Exit codes, after timeout(1), env(1) and the shells (the keeper's, which
+// reports them).
 const (
-	ExitFailure    = 125 // the keeper (or etcdlead) itself failed
-	ExitCannotExec = 126 // the command exists but cannot be executed
-	ExitNotFound   = 127 // the command does not exist
-	ExitSignalBase = 128 // ended by signal N: ExitSignalBase+N
+	ExitFailure    = keeper.ExitFailure    // the keeper (or etcdlead) itself failed
+	ExitCannotExec = keeper.ExitCannotExec // the command exists but cannot be executed
+	ExitNotFound   = keeper.ExitNotFound   // the command does not exist
+	ExitSignalBase = keeper.ExitSignalBase // ended by signal N: ExitSignalBase+N
 )
 
 // SignalExit is the exit code of a process ended by sig.
-func SignalExit(sig syscall.Signal) int { return ExitSignalBase + int(sig) }
+func SignalExit(sig syscall.Signal) int { return keeper.SignalExit(sig) }
 
-// ExitCode maps a wait status the way tini and the shells do: the child's own
-// code, or SignalExit(N) when signal N ended it.
-func ExitCode(ws syscall.WaitStatus) int {
-	switch {
-	case ws.Exited():
-		return ws.ExitStatus()
-	case ws.Signaled():
-		return SignalExit(ws.Signal())
-	}
-	return SignalExit(syscall.SIGKILL)
-}
+// Reason says why the child's group ended.
+type Reason = keeper.Reason
+
+const (
+	ReasonExited     = keeper.ReasonExited     // the child ended by itself
+	ReasonStopped    = keeper.ReasonStopped    // the supervisor asked
+	ReasonFenced     = keeper.ReasonFenced     // the lease deadline came close
+	ReasonOrphaned   = keeper.ReasonOrphaned   // the supervisor's pipe closed
+	ReasonKeeperLost = keeper.ReasonKeeperLost // the keeper died without a report
+)

@@ -14,6 +14,11 @@ import (
 // the command line, so that it starts quickly and holds little memory.
 const KeeperName = "etcdlead-keeper"
 
+// KeeperArg is argv[1] of the hidden keeper mode of the etcdlead binary: the
+// keeper when no keeper binary can be used. Its main hands the rest of the
+// arguments to RunKeeper.
+const KeeperArg = "__etcdlead_keeper"
+
 // KeeperDir, when set at build time (for packages: -ldflags
 // "-X github.com/etcdlead/etcdlead/supervisor.KeeperDir=/usr/libexec/etcdlead"),
 // is the one directory where KeeperName is looked for; otherwise it is looked

@@ -15,7 +15,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/etcdlead/etcdlead/internal/bootclock"
 	"github.com/etcdlead/etcdlead/internal/testsupport/proctest"
+	"github.com/etcdlead/etcdlead/supervisor/internal/keeper"
 )
 
 // Which program is the keeper: the keeper binary when one of this
@@ -49,10 +51,10 @@ func startTerm(t *testing.T, standby bool, log hclog.Logger) *term {
 	if standby {
 		var p *Pending
 		if p, err = Prepare(spec, log); err == nil {
-			c, err = p.Start(Now()+time.Minute, nil, log)
+			c, err = p.Start(bootclock.Now()+time.Minute, nil, log)
 		}
 	} else {
-		spec.Deadline = Now() + time.Minute
+		spec.Deadline = bootclock.Now() + time.Minute
 		c, err = Start(spec, log)
 	}
 	w.Close()
@@ -163,7 +165,7 @@ func TestKeeperFallbackWithoutBinary(t *testing.T) {
 // fallback instead, and under the fallback from then on.
 func TestKeeperOfAnotherProtocol(t *testing.T) {
 	dir := t.TempDir()
-	bin := buildKeeper(t, dir, "-ldflags=-X github.com/etcdlead/etcdlead/supervisor.keeperProtocol=0-test")
+	bin := buildKeeper(t, dir, "-ldflags=-X github.com/etcdlead/etcdlead/supervisor/internal/keeper.keeperProtocol=0-test")
 
 	t.Run("refuses", func(t *testing.T) {
 		ctrlR, ctrlW, err := os.Pipe()
@@ -176,13 +178,13 @@ func TestKeeperOfAnotherProtocol(t *testing.T) {
 			t.Fatal(err)
 		}
 		marker := filepath.Join(t.TempDir(), "ran")
-		cmd := exec.Command(bin, protocolArg(), "-path", "/bin/sh", "-signal", "15", "-kill-timeout", "1s",
+		cmd := exec.Command(bin, keeper.ProtocolArg(), "-path", "/bin/sh", "-signal", "15", "-kill-timeout", "1s",
 			"-fence-margin", "100ms", "-log-level", "debug", "--", "sh", "-c", "touch "+marker)
 		cmd.ExtraFiles = []*os.File{ctrlR, statW}
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		// The start is waiting before the keeper runs, as on the fresh path.
-		if _, err := ctrlW.WriteString(command{op: msgStart}.String()); err != nil {
+		if _, err := ctrlW.WriteString(keeper.Command{Op: keeper.OpStart}.String()); err != nil {
 			t.Fatal(err)
 		}
 		err = cmd.Start()

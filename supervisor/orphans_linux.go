@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/etcdlead/etcdlead/internal/bootclock"
+	"github.com/etcdlead/etcdlead/supervisor/internal/proctree"
 )
 
 // orphanWait bounds the supervisor's wait for what a dead keeper left.
@@ -34,7 +37,7 @@ func becomeSubreaper() {
 }
 
 // orphans are the processes dead keepers left to this process.
-type orphans struct{ sw *sweep }
+type orphans struct{ sw *proctree.Sweep }
 
 // killOrphans SIGKILLs the child's group (pgid 0: none known), then every
 // child of this process that is not a live keeper, with everything below
@@ -43,8 +46,8 @@ func killOrphans(pgid int) *orphans {
 	if pgid > 0 && isOwnOrphan(pgid) {
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	}
-	o := &orphans{sw: newSweep(os.Getpid(), syscall.SIGKILL, 0)}
-	o.sw.exclude = isKeeper
+	o := &orphans{sw: proctree.NewSweep(os.Getpid(), syscall.SIGKILL, 0)}
+	o.sw.Exclude = isKeeper
 	o.sweep()
 	return o
 }
@@ -52,7 +55,7 @@ func killOrphans(pgid int) *orphans {
 func (o *orphans) sweep() {
 	keepers.Lock()
 	defer keepers.Unlock()
-	_, _ = o.sw.run(Now() + walkBudget)
+	_, _ = o.sw.Run(bootclock.Now() + proctree.WalkBudget)
 }
 
 // isOwnOrphan reports whether pid is a child of this process and no
@@ -61,10 +64,10 @@ func (o *orphans) sweep() {
 // reuse. A group is signalled only then; else the sweep alone reaches what
 // is left.
 func isOwnOrphan(pid int) bool {
-	st, err := hostProcfs().stat(pid)
+	st, err := proctree.ReadStat(pid)
 	keepers.Lock()
 	defer keepers.Unlock()
-	return err == nil && st.ppid == os.Getpid() && !isKeeper(pid)
+	return err == nil && st.PPid == os.Getpid() && !isKeeper(pid)
 }
 
 // wait sweeps and reaps until no orphan is left, or bound passes; it
@@ -72,7 +75,7 @@ func isOwnOrphan(pid int) bool {
 // it: one that reaped something may have run while the reaped process's
 // children were on their way here.
 func (o *orphans) wait(bound time.Duration) int {
-	defer o.sw.close()
+	defer o.sw.Close()
 	deadline := time.Now().Add(bound)
 	for {
 		left, reaped := o.reap()
@@ -94,7 +97,7 @@ func (o *orphans) wait(bound time.Duration) int {
 func (o *orphans) reap() (left, reaped int) {
 	keepers.Lock()
 	var pids []int
-	for _, pid := range o.sw.fs.lister()(o.sw.root) {
+	for _, pid := range proctree.Children(os.Getpid()) {
 		if !isKeeper(pid) {
 			pids = append(pids, pid)
 		}

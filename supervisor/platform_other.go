@@ -10,19 +10,13 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-)
 
-// KeeperArg is argv[1] of the hidden keeper mode of the etcdlead binary.
-const KeeperArg = "__etcdlead_keeper"
+	"github.com/etcdlead/etcdlead/supervisor/internal/proctree"
+)
 
 // ErrUnsupported: the promise rests on Linux features (a child subreaper,
 // parent-death signals, CLOCK_BOOTTIME), so elsewhere etcdlead does not run.
 var ErrUnsupported = errors.New("etcdlead keeps its promise only on Linux; this platform is not supported")
-
-var start = time.Now()
-
-// Now is a monotonic reading; without CLOCK_BOOTTIME it stops during suspend.
-func Now() time.Duration { return time.Since(start) }
 
 // RunKeeper refuses: see ErrUnsupported.
 func RunKeeper([]string) int {
@@ -62,13 +56,7 @@ func ReleaseContainment() {}
 
 func CgroupSupport() error { return ErrUnsupported }
 
-type cgroupDir string
-
-func (cgroupDir) populated() (bool, error)              { return false, nil }
-func (cgroupDir) kill() error                           { return nil }
-func (cgroupDir) await(time.Duration, func() bool) bool { return true }
-
-type termCgroups struct{ dir, keeper, child cgroupDir }
+type termCgroups struct{ dir, keeper, child proctree.Cgroup }
 
 func newTermCgroups(hclog.Logger) termCgroups { return termCgroups{} }
 func (termCgroups) remove(hclog.Logger)       {}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/etcdlead/etcdlead/internal/bootclock"
 )
 
 // These benchmarks cover the supervisor's share of a handoff and of an idle
@@ -21,16 +23,16 @@ import (
 
 func BenchmarkNow(b *testing.B) {
 	for b.Loop() {
-		_ = Now()
+		_ = bootclock.Now()
 	}
 }
 
 // BenchmarkFenceTick is the keeper's per-tick work: a clock read and the
 // fence arithmetic.
 func BenchmarkFenceTick(b *testing.B) {
-	f := Fence{Deadline: Now() + time.Hour, KillTimeout: 5 * time.Second, Margin: 750 * time.Millisecond}
+	f := Fence{Deadline: bootclock.Now() + time.Hour, KillTimeout: 5 * time.Second, Margin: 750 * time.Millisecond}
 	for b.Loop() {
-		if s, k := f.Due(Now()); s || k {
+		if s, k := f.Due(bootclock.Now()); s || k {
 			b.Fatal("fence due")
 		}
 	}
@@ -78,13 +80,13 @@ func BenchmarkStartChild(b *testing.B) {
 			spec := benchSpec(b)
 			var started time.Duration
 			for b.Loop() {
-				spec.Deadline = Now() + time.Minute
-				t0 := Now()
+				spec.Deadline = bootclock.Now() + time.Minute
+				t0 := bootclock.Now()
 				c, err := Start(spec, hclog.NewNullLogger())
 				if err != nil {
 					b.Fatal(err)
 				}
-				started += Now() - t0
+				started += bootclock.Now() - t0
 				<-c.Done()
 			}
 			b.ReportMetric(float64(started)/float64(b.N), "started-ns/op")
@@ -109,7 +111,7 @@ func BenchmarkStandbyStartChild(b *testing.B) {
 		// long before its candidate wins.
 		time.Sleep(20 * time.Millisecond)
 		b.StartTimer()
-		c, err := p.Start(Now()+time.Minute, nil, hclog.NewNullLogger())
+		c, err := p.Start(bootclock.Now()+time.Minute, nil, hclog.NewNullLogger())
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -125,7 +127,7 @@ func BenchmarkStopChild(b *testing.B) {
 	spec.Path, spec.Argv = "/bin/sleep", []string{"sleep", "60"}
 	for b.Loop() {
 		b.StopTimer()
-		spec.Deadline = Now() + time.Minute
+		spec.Deadline = bootclock.Now() + time.Minute
 		c, err := Start(spec, hclog.NewNullLogger())
 		if err != nil {
 			b.Fatal(err)

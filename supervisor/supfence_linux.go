@@ -3,6 +3,10 @@ package supervisor
 import (
 	"syscall"
 	"time"
+
+	"github.com/etcdlead/etcdlead/internal/bootclock"
+	"github.com/etcdlead/etcdlead/supervisor/internal/keeper"
+	"github.com/etcdlead/etcdlead/supervisor/internal/proctree"
 )
 
 // The supervisor's own fence (docs/design.md, "Two fencers"). The keeper
@@ -25,14 +29,10 @@ import (
 // dead by then; only the report is waited for.
 const keeperReportWait = time.Second
 
-// fenceWalk bounds one walk of the fence's own thread: it runs apart from
-// every loop, so it may take longer than walkBudget.
-const fenceWalk = 10 * walkBudget
-
 // superviseFence runs for the child's life.
 func (c *Child) superviseFence() {
 	fired := make(chan struct{}, 1)
-	kt, err := newKillTimer(func() {
+	kt, err := bootclock.NewThreadTimer(func() {
 		c.fenceKill()
 		fired <- struct{}{}
 	})
@@ -40,9 +40,9 @@ func (c *Child) superviseFence() {
 		c.log.Error("no boot-clock timer: only the keeper fences the child", "error", err)
 		return
 	}
-	defer kt.close()
-	if kt.realtime != nil {
-		c.log.Debug("the fence's thread runs in the ordinary class", "error", kt.realtime)
+	defer kt.Close()
+	if kt.Realtime != nil {
+		c.log.Debug("the fence's thread runs in the ordinary class", "error", kt.Realtime)
 	}
 	for {
 		c.mu.Lock()
@@ -51,7 +51,7 @@ func (c *Child) superviseFence() {
 			at = 0
 		}
 		c.mu.Unlock()
-		kt.arm(at)
+		kt.At(at)
 		select {
 		case <-c.done:
 			return
@@ -63,7 +63,7 @@ func (c *Child) superviseFence() {
 	}
 	wait := time.NewTimer(keeperReportWait)
 	defer wait.Stop()
-	tick := time.NewTicker(keeperTick)
+	tick := time.NewTicker(keeper.Tick)
 	defer tick.Stop()
 	for {
 		select {
@@ -95,7 +95,7 @@ func (c *Child) fenceKill() {
 	c.fenced = true
 	c.mu.Unlock()
 	if c.cg != "" {
-		_ = c.cg.kill()
+		_ = c.cg.Kill()
 	}
 	keeper := c.keeper.cmd.Process.Pid
 	// The child's group first, in one step: the keeper reaps the child,
@@ -103,12 +103,12 @@ func (c *Child) fenceKill() {
 	// so while the child is still the keeper's the id is the group's. Pids
 	// are handed out in turn, so the moment between that look and the
 	// kill(2) is far too short for the id to come round again.
-	if st, err := hostProcfs().stat(c.pid); err == nil && st.ppid == keeper {
+	if st, err := proctree.ReadStat(c.pid); err == nil && st.PPid == keeper {
 		_ = syscall.Kill(-c.pid, syscall.SIGKILL)
 	}
-	sw := newSweep(keeper, syscall.SIGKILL, 0)
-	_, _ = sw.run(Now() + fenceWalk)
-	sw.close()
+	sw := proctree.NewSweep(keeper, syscall.SIGKILL, 0)
+	_, _ = sw.Run(bootclock.Now() + proctree.FenceWalk)
+	sw.Close()
 }
 
 // moveFence moves this process's fence to a later deadline.

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/etcdlead/etcdlead/campaign"
+	"github.com/etcdlead/etcdlead/internal/bootclock"
 	"github.com/etcdlead/etcdlead/internal/etcdconn"
 	"github.com/etcdlead/etcdlead/internal/logbuf"
 	"github.com/etcdlead/etcdlead/internal/ops"
@@ -85,7 +86,7 @@ func runAction(c *cli.Context, raw []string) (err error) {
 		KillTimeout:    rc.timing.KillTimeout,
 		FenceMargin:    rc.timing.FenceMargin,
 		RequestTimeout: rc.conn.DialTimeout,
-		Now:            supervisor.Now,
+		Now:            bootclock.Now,
 		Logger:         log.Named("campaign"),
 		NoWait:         rc.noWait,
 		Holders:        rc.holders,

@@ -13,7 +13,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/etcdlead/etcdlead/campaign"
-	"github.com/etcdlead/etcdlead/supervisor"
+	"github.com/etcdlead/etcdlead/internal/bootclock"
 )
 
 // costTTL is long enough that no waiter renews its lease inside a handoff
@@ -165,7 +165,7 @@ func (b *bench) costCampaign(ctx context.Context, waiters, handoffs int) (*costR
 		c, err := campaign.New(campaign.Config{
 			Client: clis[i%len(clis)], Layout: layout, ID: fmt.Sprintf("w%d", i),
 			TTL: costTTL * time.Second, KillTimeout: campaign.DefaultKillTimeout, FenceMargin: campaign.DefaultFenceMargin(costTTL * time.Second), RequestTimeout: 10 * time.Second,
-			Now: supervisor.Now,
+			Now: bootclock.Now,
 		})
 		if err != nil {
 			return err

@@ -13,7 +13,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/etcdlead/etcdlead/campaign"
-	"github.com/etcdlead/etcdlead/supervisor"
+	"github.com/etcdlead/etcdlead/internal/bootclock"
 )
 
 // fleetClients is how many etcd clients the in-process candidates of a
@@ -131,7 +131,7 @@ func (b *bench) fleetCampaign(ctx context.Context, n int, window time.Duration) 
 			Client: clis[i%len(clis)], Layout: layout, ID: fmt.Sprintf("%s%d", role, i),
 			TTL:         campaign.DefaultTTL,
 			KillTimeout: campaign.DefaultKillTimeout, FenceMargin: campaign.DefaultFenceMargin(campaign.DefaultTTL), RequestTimeout: 30 * time.Second,
-			Now: supervisor.Now,
+			Now: bootclock.Now,
 		})
 		if err != nil {
 			return err

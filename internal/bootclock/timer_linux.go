@@ -1,4 +1,4 @@
-package boottick
+package bootclock
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package boottick
+package bootclock
 
 import (
 	"sync"
@@ -21,10 +21,10 @@ type Ticker struct {
 	once sync.Once
 }
 
-// New starts a Ticker of period d > 0; Stop ends it.
-func New(d time.Duration) *Ticker {
+// NewTicker starts a Ticker of period d > 0; Stop ends it.
+func NewTicker(d time.Duration) *Ticker {
 	if d <= 0 {
-		panic("boottick: New with a period that is not positive")
+		panic("bootclock: NewTicker with a period that is not positive")
 	}
 	c := make(chan time.Time, 1)
 	t := &Ticker{C: c, d: d, stop: make(chan struct{})}

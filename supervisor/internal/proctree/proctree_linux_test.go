@@ -1,4 +1,4 @@
-package supervisor
+package proctree
 
 import (
 	"bufio"
@@ -9,16 +9,18 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/etcdlead/etcdlead/internal/bootclock"
 )
 
 func TestParseStat(t *testing.T) {
 	for _, c := range []struct {
 		line string
-		want procStat
+		want Stat
 	}{
-		{"42 (sleep) S 7 42 7 0 -1 4194560", procStat{ppid: 7, pgrp: 42}},
+		{"42 (sleep) S 7 42 7 0 -1 4194560", Stat{PPid: 7, Pgrp: 42}},
 		// A command name may hold spaces and parentheses.
-		{"42 (a) b) (c d) R 9 3 3 0", procStat{ppid: 9, pgrp: 3}},
+		{"42 (a) b) (c d) R 9 3 3 0", Stat{PPid: 9, Pgrp: 3}},
 	} {
 		got, err := parseStat([]byte(c.line))
 		if err != nil || got != c.want {
@@ -51,9 +53,9 @@ func TestStatScanSeesWhatChildrenFilesSee(t *testing.T) {
 	sh := cmd.Process.Pid
 	t.Cleanup(func() {
 		// SIGKILL to the sleeps lets the shell's wait return.
-		s := &sweep{fs: procfs{root: "/proc", scan: true}, root: sh, sig: syscall.SIGKILL, seen: map[int]int{}}
-		_, _ = s.run(Now() + time.Second)
-		s.close()
+		s := &Sweep{fs: procfs{root: "/proc", scan: true}, root: sh, Sig: syscall.SIGKILL, seen: map[int]int{}}
+		_, _ = s.Run(bootclock.Now() + time.Second)
+		s.Close()
 		_ = cmd.Wait()
 	})
 	if line, err := bufio.NewReader(out).ReadString('\n'); line != "forked\n" {
@@ -70,9 +72,9 @@ func TestStatScanSeesWhatChildrenFilesSee(t *testing.T) {
 		t.Fatalf("children files say %v, the stat scan %v", files, scan)
 	}
 	// Both walks find them below this process.
-	for _, s := range []*sweep{{fs: host, root: os.Getpid(), sig: 0, seen: map[int]int{}},
-		{fs: procfs{root: "/proc", scan: true}, root: os.Getpid(), sig: 0, seen: map[int]int{}}} {
-		if done, err := s.run(Now() + 20*time.Second); !done || err != nil {
+	for _, s := range []*Sweep{{fs: host, root: os.Getpid(), Sig: 0, seen: map[int]int{}},
+		{fs: procfs{root: "/proc", scan: true}, root: os.Getpid(), Sig: 0, seen: map[int]int{}}} {
+		if done, err := s.Run(bootclock.Now() + 20*time.Second); !done || err != nil {
 			t.Fatalf("walk: done %v, %v", done, err)
 		}
 		for _, pid := range append(files, sh) {
@@ -80,6 +82,6 @@ func TestStatScanSeesWhatChildrenFilesSee(t *testing.T) {
 				t.Errorf("walk (scan=%v) missed %s", s.fs.scan, strconv.Itoa(pid))
 			}
 		}
-		s.close()
+		s.Close()
 	}
 }

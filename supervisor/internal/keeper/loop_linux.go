@@ -1,4 +1,4 @@
-package supervisor
+package keeper
 
 import (
 	"errors"
@@ -12,15 +12,11 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 
+	"github.com/etcdlead/etcdlead/internal/bootclock"
 	"github.com/etcdlead/etcdlead/internal/trace"
 	"github.com/etcdlead/etcdlead/signals"
+	"github.com/etcdlead/etcdlead/supervisor/internal/proctree"
 )
-
-// walkBudget bounds one stretch of walking the process tree: a tree that
-// forks faster than it can be walked must not hold the keeper away from
-// its fence timer and its pipe. A walk cut short goes on at the loop's next
-// turn, after whatever fell due meanwhile.
-const walkBudget = 20 * time.Millisecond
 
 // keeper is the keeper process once the child runs: one loop takes the
 // supervisor's commands, the fence clock, the child's exit and the ends of
@@ -31,15 +27,15 @@ type keeper struct {
 	pid    int
 	g      *groupState
 	clock  *fenceClock
-	cg     cgroupDir                 // the child's cgroup; "": its process group alone
-	events *eventsWatch              // changes of cg's cgroup.events
-	sweeps map[syscall.Signal]*sweep // one per stop signal sent, so each process gets it once
+	cg     proctree.Cgroup                    // the child's cgroup; "": its process group alone
+	events *proctree.Events                   // changes of cg's cgroup.events
+	sweeps map[syscall.Signal]*proctree.Sweep // one per stop signal sent, so each process gets it once
 	// unfinished are sweeps whose last walk was cut short.
-	unfinished map[*sweep]bool
+	unfinished map[*proctree.Sweep]bool
 	sigchld    chan os.Signal
 	// kill is the fence's SIGKILL on a thread of its own, and killed tells
 	// the loop it went out.
-	kill   *killTimer
+	kill   *bootclock.ThreadTimer
 	killed chan struct{}
 	// leaderReaped: the direct child is reaped, so its pid, the group's
 	// id, may be reused; the group is no longer signalled. Written under
@@ -48,23 +44,23 @@ type keeper struct {
 	leaderReaped bool
 }
 
-func newKeeper(log hclog.Logger, pid int, g *groupState, clock *fenceClock, cg cgroupDir) *keeper {
+func newKeeper(log hclog.Logger, pid int, g *groupState, clock *fenceClock, cg proctree.Cgroup) *keeper {
 	k := &keeper{log: log, pgid: pid, pid: pid, g: g, clock: clock, cg: cg,
-		sweeps: map[syscall.Signal]*sweep{}, unfinished: map[*sweep]bool{}, sigchld: make(chan os.Signal, 1),
+		sweeps: map[syscall.Signal]*proctree.Sweep{}, unfinished: map[*proctree.Sweep]bool{}, sigchld: make(chan os.Signal, 1),
 		killed: make(chan struct{}, 1)}
-	if kt, err := newKillTimer(k.fenceKill); err != nil {
+	if kt, err := bootclock.NewThreadTimer(k.fenceKill); err != nil {
 		log.Warn("no thread of its own for the fence's SIGKILL; it goes out from the loop", "error", err)
 	} else {
 		k.kill = kt
-		if kt.realtime != nil {
-			log.Debug("the fence's thread runs in the ordinary class", "error", kt.realtime)
+		if kt.Realtime != nil {
+			log.Debug("the fence's thread runs in the ordinary class", "error", kt.Realtime)
 		}
 	}
 	// Orphans re-parented here end as this process's zombies; each end
 	// says so, and they are reaped by pid (reapOthers).
 	signal.Notify(k.sigchld, syscall.SIGCHLD)
 	if cg != "" {
-		w, err := watchEvents(cg)
+		w, err := proctree.WatchEvents(cg)
 		if err != nil {
 			log.Warn("cannot watch the child's cgroup; looking at it on a tick", "error", err)
 		} else {
@@ -76,14 +72,14 @@ func newKeeper(log hclog.Logger, pid int, g *groupState, clock *fenceClock, cg c
 
 func (k *keeper) close() {
 	if k.kill != nil {
-		k.kill.close()
+		k.kill.Close()
 	}
 	signal.Stop(k.sigchld)
 	if k.events != nil {
-		k.events.close()
+		k.events.Close()
 	}
 	for _, sw := range k.sweeps {
-		sw.close()
+		sw.Close()
 	}
 }
 
@@ -91,22 +87,22 @@ func (k *keeper) close() {
 // has exited, its cgroup (if any) holds no live process, and the keeper
 // has no other child (a subreaper inherits every orphan below it, in
 // whatever group or session); then it reaps the direct child.
-func (k *keeper) loop(cmds <-chan command, exited <-chan struct{}, sigs <-chan os.Signal) {
+func (k *keeper) loop(cmds <-chan Command, exited <-chan struct{}, sigs <-chan os.Signal) {
 	var changed <-chan struct{}
 	if k.events != nil {
-		changed = k.events.changed
+		changed = k.events.Changed
 	}
 	now := make(chan time.Time)
 	close(now)
 	for {
 		// The fence goes first, whatever else waits: a busy turn of the
 		// loop must not hold it up.
-		if due := k.g.next(); due != 0 && Now() >= due {
+		if due := k.g.next(); due != 0 && bootclock.Now() >= due {
 			k.fenceCheck()
 		}
 		k.clock.arm(k.g.next())
 		if k.kill != nil {
-			k.kill.arm(k.g.nextKill())
+			k.kill.At(k.g.nextKill())
 		}
 		// Walks cut short go on at once; once SIGKILL went out, the
 		// tree is swept again on a short tick until nothing is left: a
@@ -117,7 +113,7 @@ func (k *keeper) loop(cmds <-chan command, exited <-chan struct{}, sigs <-chan o
 		case len(k.unfinished) > 0:
 			resweep = now
 		case k.g.killed, k.g.childGone && k.events == nil && k.cg != "":
-			resweep = time.After(keeperTick)
+			resweep = time.After(Tick)
 		}
 		select {
 		case c, ok := <-cmds:
@@ -136,7 +132,7 @@ func (k *keeper) loop(cmds <-chan command, exited <-chan struct{}, sigs <-chan o
 			k.fenceCheck()
 		case <-exited:
 			exited = nil
-			sigs := k.g.exited(Now())
+			sigs := k.g.exited(bootclock.Now())
 			// A child that leaves nothing behind, the common case, costs
 			// no signal and no walk on the way to the report.
 			if k.finish() {
@@ -154,34 +150,34 @@ func (k *keeper) loop(cmds <-chan command, exited <-chan struct{}, sigs <-chan o
 	}
 }
 
-func (k *keeper) command(c command, ok bool, cmds *<-chan command) {
+func (k *keeper) command(c Command, ok bool, cmds *<-chan Command) {
 	if !ok {
 		*cmds = nil
-		k.stopTree(k.g.orphaned(Now()))
+		k.stopTree(k.g.orphaned(bootclock.Now()))
 		k.log.Warn("supervisor gone; stopping the child and its descendants", "pgid", k.pgid)
 		return
 	}
 	k.apply(c)
 }
 
-func (k *keeper) apply(c command) {
-	now := Now()
-	switch c.op {
-	case msgDeadline:
-		k.g.setDeadline(c.deadline)
-	case msgStop:
+func (k *keeper) apply(c Command) {
+	now := bootclock.Now()
+	switch c.Op {
+	case OpDeadline:
+		k.g.setDeadline(c.Deadline)
+	case OpStop:
 		trace.Mark("keeper.stop-msg")
-		k.stopTree(k.g.stop(now, c.sig, ReasonStopped))
-	case msgKill:
+		k.stopTree(k.g.stop(now, c.Sig, ReasonStopped))
+	case OpKill:
 		k.stopTree(k.g.kill(ReasonStopped))
-	case msgSignal:
-		k.forward(c.sig)
+	case OpSignal:
+		k.forward(c.Sig)
 	}
 }
 
 func (k *keeper) fenceCheck() {
 	before := k.g.stopping
-	out := k.g.tick(Now())
+	out := k.g.tick(bootclock.Now())
 	k.stopTree(out)
 	if !before && k.g.stopping && k.g.reason == ReasonFenced {
 		k.log.Warn("fence: lease deadline near, stopping the child", "signal", signals.Name(k.g.killSignal))
@@ -214,9 +210,9 @@ func (k *keeper) stopTree(sigs []syscall.Signal) {
 		if k.cg != "" {
 			var err error
 			if s == syscall.SIGKILL {
-				err = k.cg.kill()
+				err = k.cg.Kill()
 			} else {
-				err = k.cg.signalFrozen(s)
+				err = k.cg.SignalFrozen(s)
 			}
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s to cgroup %s: %w", signals.Name(s), k.cg, err))
@@ -234,7 +230,7 @@ func (k *keeper) stopTree(sigs []syscall.Signal) {
 		}
 		sw := k.sweeps[s]
 		if sw == nil {
-			sw = newSweep(os.Getpid(), s, group)
+			sw = proctree.NewSweep(os.Getpid(), s, group)
 			k.sweeps[s] = sw
 		}
 		if err := k.walk(sw); err != nil {
@@ -246,14 +242,14 @@ func (k *keeper) stopTree(sigs []syscall.Signal) {
 	}
 }
 
-// walk runs a sweep for at most walkBudget, and never past the fence's next
+// walk runs a sweep for at most proctree.WalkBudget, and never past the fence's next
 // action; one cut short is marked to go on.
-func (k *keeper) walk(sw *sweep) error {
-	until := Now() + walkBudget
+func (k *keeper) walk(sw *proctree.Sweep) error {
+	until := bootclock.Now() + proctree.WalkBudget
 	if next := k.g.next(); next != 0 && next < until {
 		until = next
 	}
-	done, err := sw.run(until)
+	done, err := sw.Run(until)
 	if done {
 		delete(k.unfinished, sw)
 	} else {
@@ -268,12 +264,12 @@ func (k *keeper) walk(sw *sweep) error {
 func (k *keeper) resweep() {
 	for sw := range k.unfinished {
 		if err := k.walk(sw); err != nil {
-			k.log.Warn("cannot signal every descendant", "error", fmt.Errorf("%s: %w", signals.Name(sw.sig), err))
+			k.log.Warn("cannot signal every descendant", "error", fmt.Errorf("%s: %w", signals.Name(sw.Sig), err))
 		}
 	}
 	if sw := k.sweeps[syscall.SIGKILL]; sw != nil && !k.unfinished[sw] {
 		if k.cg != "" {
-			_ = k.cg.kill()
+			_ = k.cg.Kill()
 		}
 		if err := k.walk(sw); err != nil {
 			k.log.Warn("cannot signal every descendant", "error", fmt.Errorf("SIGKILL: %w", err))
@@ -292,11 +288,11 @@ func (k *keeper) fenceKill() {
 	}
 	k.reap.Unlock()
 	if k.cg != "" {
-		_ = k.cg.kill()
+		_ = k.cg.Kill()
 	}
-	sw := newSweep(os.Getpid(), syscall.SIGKILL, 0)
-	_, _ = sw.run(Now() + fenceWalk)
-	sw.close()
+	sw := proctree.NewSweep(os.Getpid(), syscall.SIGKILL, 0)
+	_, _ = sw.Run(bootclock.Now() + proctree.FenceWalk)
+	sw.Close()
 	select {
 	case k.killed <- struct{}{}:
 	default:
@@ -307,7 +303,7 @@ func (k *keeper) fenceKill() {
 // left; if so it reaps the direct child, whose exit was seen, last.
 func (k *keeper) finish() bool {
 	if k.cg != "" {
-		if busy, err := k.cg.populated(); busy || err != nil {
+		if busy, err := k.cg.Populated(); busy || err != nil {
 			return false
 		}
 	}
@@ -347,7 +343,7 @@ func (k *keeper) finish() bool {
 // and returns how many still run. By pid: a wait for any child would reap
 // the direct child too.
 func (k *keeper) reapOthers() (running int) {
-	for _, pid := range hostProcfs().lister()(os.Getpid()) {
+	for _, pid := range proctree.Children(os.Getpid()) {
 		if pid == k.pid {
 			continue
 		}

@@ -1,4 +1,4 @@
-package supervisor
+package keeper
 
 import (
 	"bufio"
@@ -17,19 +17,18 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 
+	"github.com/etcdlead/etcdlead/internal/bootclock"
+	"github.com/etcdlead/etcdlead/internal/fence"
 	"github.com/etcdlead/etcdlead/internal/logbuf"
 	"github.com/etcdlead/etcdlead/internal/trace"
 	"github.com/etcdlead/etcdlead/signals"
+	"github.com/etcdlead/etcdlead/supervisor/internal/proctree"
 )
 
-// KeeperArg is argv[1] of the hidden keeper mode of the etcdlead binary: the
-// keeper when no keeper binary (KeeperName) can be used.
-const KeeperArg = "__etcdlead_keeper"
-
-// keeperTick is the fence's tick where no boot-clock timer exists, and the
+// Tick is the fence's tick where no boot-clock timer exists, and the
 // interval of the SIGKILL sweeps until no descendant is left (the fence
 // margin covers it).
-const keeperTick = 25 * time.Millisecond
+const Tick = 25 * time.Millisecond
 
 // Descriptors the supervisor hands the keeper, after stdin, stdout, stderr.
 const (
@@ -41,11 +40,11 @@ type keeperConfig struct {
 	path       string
 	argv       []string
 	killSignal syscall.Signal
-	fence      Fence
+	fence      fence.Fence
 	logLevel   string
 	logJSON    bool
-	cgroup     cgroupDir // the child's cgroup; "": its process group alone
-	env        []string  // from "start": added to the keeper's own environment for the child
+	cgroup     proctree.Cgroup // the child's cgroup; "": its process group alone
+	env        []string        // from "start": added to the keeper's own environment for the child
 }
 
 // parseKeeperArgs takes every value from launch and has no defaults of its
@@ -54,7 +53,7 @@ type keeperConfig struct {
 // serves.
 func parseKeeperArgs(args []string) (keeperConfig, error) {
 	var kc keeperConfig
-	fs := flag.NewFlagSet(KeeperArg, flag.ContinueOnError)
+	fs := flag.NewFlagSet("keeper", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	sig := fs.Int("signal", 0, "")
 	fs.DurationVar(&kc.fence.KillTimeout, "kill-timeout", 0, "")
@@ -67,7 +66,7 @@ func parseKeeperArgs(args []string) (keeperConfig, error) {
 		return kc, err
 	}
 	kc.killSignal = syscall.Signal(*sig)
-	kc.cgroup = cgroupDir(*cg)
+	kc.cgroup = proctree.Cgroup(*cg)
 	kc.argv = fs.Args()
 	switch {
 	case kc.path == "" || len(kc.argv) == 0:
@@ -87,19 +86,19 @@ func parseKeeperArgs(args []string) (keeperConfig, error) {
 // of a process nobody waits for.
 const keeperFlush = time.Second
 
-// RunKeeper is the keeper process: it starts the child, obeys the
+// Run is the keeper process: it starts the child, obeys the
 // supervisor's pipe, enforces the fence, and returns once no process it
 // started is left and their status was reported. Its return value is the
 // keeper's exit code, which nobody relies on: the status travels over the
 // pipe.
-func RunKeeper(args []string) int {
+func Run(args []string) int {
 	// Said first, and checked before anything is parsed or read: a
 	// supervisor of another protocol must learn so even where this keeper
 	// would misread the rest, and no child may start under it.
 	status := os.NewFile(statusFD, "status")
 	defer status.Close()
-	fmt.Fprintln(status, hello())
-	if len(args) == 0 || args[0] != protocolArg() {
+	fmt.Fprintln(status, Hello())
+	if len(args) == 0 || args[0] != ProtocolArg() {
 		if len(args) == 0 || !strings.HasPrefix(args[0], "-protocol=") {
 			fmt.Fprintln(os.Stderr, "etcdlead keeper: only etcdlead starts a keeper")
 		}
@@ -157,11 +156,11 @@ func RunKeeper(args []string) int {
 	res := <-started
 	switch {
 	case res.pastFence:
-		fmt.Fprintf(status, "%s %d\n", msgPastFence, int64(res.late))
+		fmt.Fprint(status, Report{Op: OpPastFence, Late: res.late})
 		log.Warn("not starting the child: past its fence point", "late", res.late)
 		return 0
 	case res.err != nil:
-		fmt.Fprintf(status, "%s %d %s\n", msgFailed, res.code, res.err)
+		fmt.Fprint(status, Report{Op: OpFailed, Code: res.code, Msg: res.err.Error()})
 		return 0
 	}
 	cg := kc.cgroup
@@ -169,11 +168,7 @@ func RunKeeper(args []string) int {
 		cg = ""
 		log.Warn("cannot start the child in its cgroup; containing it by its process group instead", "cgroup", string(kc.cgroup), "error", res.cgroupErr)
 	}
-	if cg != "" {
-		fmt.Fprintf(status, "%s %d %s\n", msgStarted, res.pid, startedInCgroup)
-	} else {
-		fmt.Fprintf(status, "%s %d\n", msgStarted, res.pid)
-	}
+	fmt.Fprint(status, Report{Op: OpStarted, Pid: res.pid, InCgroup: cg != ""})
 	log.Debug("child started", "pid", res.pid, "cgroup", string(cg))
 
 	k := newKeeper(log, res.pid, g, clock, cg)
@@ -183,15 +178,11 @@ func RunKeeper(args []string) int {
 		restoreForeground(res.pid, ttyPgrp)
 	}
 	trace.Mark("keeper.exit-report")
-	if g.signaled() && g.reason == ReasonExited {
-		fmt.Fprintf(status, "%s %d %s %s\n", msgExit, g.exitCode(), g.reason, exitSignaled)
-	} else {
-		fmt.Fprintf(status, "%s %d %s\n", msgExit, g.exitCode(), g.reason)
-	}
+	fmt.Fprint(status, Report{Op: OpExit, Code: g.exitCode(), Reason: g.reason, Signaled: g.signaled() && g.reason == ReasonExited})
 	if g.reason == ReasonOrphaned && cg != "" {
 		// Nobody else will: the supervisor is gone. Its own cgroup and
 		// this keeper's are left to the next etcdlead's clean-up.
-		_ = cg.remove()
+		_ = cg.Remove()
 	}
 	return 0
 }
@@ -202,12 +193,12 @@ func RunKeeper(args []string) int {
 // waiting. The deadline comes only this way, so the fence point is checked
 // against one value whichever way the keeper was started. False means the
 // pipe closed first.
-func awaitStart(cmds <-chan command, kc *keeperConfig) bool {
+func awaitStart(cmds <-chan Command, kc *keeperConfig) bool {
 	for c := range cmds {
-		if c.op == msgStart {
+		if c.Op == OpStart {
 			trace.Mark("keeper.start-msg")
-			kc.fence.Deadline = c.deadline
-			kc.env = c.env
+			kc.fence.Deadline = c.Deadline
+			kc.env = c.Env
 			return true
 		}
 	}
@@ -268,7 +259,7 @@ func runChild(kc keeperConfig, tty bool, started chan<- startResult, exited, rel
 	// The last moment before the fork: a child started past its fence point
 	// would run beside a successor that may already lead.
 	if kc.fence.Deadline != 0 {
-		if late := Now() - kc.fence.SignalAt(); late >= 0 {
+		if late := bootclock.Now() - kc.fence.SignalAt(); late >= 0 {
 			started <- startResult{pastFence: true, late: late}
 			return
 		}
@@ -308,8 +299,8 @@ func execFailureCode(err error) int {
 	return ExitCannotExec
 }
 
-func readCommands(r io.ReadCloser) <-chan command {
-	out := make(chan command)
+func readCommands(r io.ReadCloser) <-chan Command {
+	out := make(chan Command)
 	go func() {
 		defer close(out)
 		defer r.Close()

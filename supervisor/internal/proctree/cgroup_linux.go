@@ -1,4 +1,4 @@
-package supervisor
+package proctree
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// cgroupDir is one term's cgroup, a directory of the cgroup v2 hierarchy
+// Cgroup is one term's cgroup, a directory of the cgroup v2 hierarchy
 // that the keeper starts the child into (docs/design.md, "Containment").
 // The kernel keeps everything the child forks in it, whatever the process
 // does to its parent, group or session, so that killing every member and
@@ -20,15 +20,18 @@ import (
 // can outrun either. Only the core files are used (cgroup.procs,
 // cgroup.events, cgroup.freeze, cgroup.kill): they work with no
 // controller enabled, as on a hybrid host's unified mount.
-type cgroupDir string
+type Cgroup string
 
-func (d cgroupDir) file(name string) string { return filepath.Join(string(d), name) }
+func (d Cgroup) file(name string) string { return filepath.Join(string(d), name) }
 
-// populated reads cgroup.events: whether a live process is in d or below
+// Sub is the cgroup name below d.
+func (d Cgroup) Sub(name string) Cgroup { return Cgroup(d.file(name)) }
+
+// Populated reads cgroup.events: whether a live process is in d or below
 // it. A zombie is not: the kernel moves a process out when it exits, not
 // when it is reaped. A directory that is gone held nothing when it was
 // removed (rmdir refuses a populated cgroup).
-func (d cgroupDir) populated() (bool, error) {
+func (d Cgroup) Populated() (bool, error) {
 	b, err := os.ReadFile(d.file("cgroup.events"))
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
@@ -39,7 +42,7 @@ func (d cgroupDir) populated() (bool, error) {
 	return eventsField(b, "populated") == "1", nil
 }
 
-func (d cgroupDir) frozen() bool {
+func (d Cgroup) frozen() bool {
 	b, err := os.ReadFile(d.file("cgroup.events"))
 	return err == nil && eventsField(b, "frozen") == "1"
 }
@@ -54,18 +57,18 @@ func eventsField(b []byte, name string) string {
 	return ""
 }
 
-// kill SIGKILLs every process in d and below, including those forked while
+// Kill SIGKILLs every process in d and below, including those forked while
 // it runs: cgroup.kill does it in the kernel in one step (Linux 5.14).
 // Before that, the members are frozen, so that none can fork, killed one
 // by one and thawed; the caller repeats it until d is empty, as a process
 // may have been on its way into d (a fork) as the freeze began.
-func (d cgroupDir) kill() error {
+func (d Cgroup) Kill() error {
 	err := writeFile(d.file("cgroup.kill"), "1")
 	switch {
 	case err == nil, !d.exists(): // a removed cgroup was empty
 		return nil
 	case errors.Is(err, os.ErrNotExist): // before Linux 5.14
-		return d.signalFrozen(syscall.SIGKILL)
+		return d.SignalFrozen(syscall.SIGKILL)
 	}
 	return err
 }
@@ -84,7 +87,7 @@ func writeFile(path, s string) error {
 	return err
 }
 
-func (d cgroupDir) exists() bool {
+func (d Cgroup) exists() bool {
 	_, err := os.Stat(string(d))
 	return err == nil
 }
@@ -95,12 +98,12 @@ func (d cgroupDir) exists() bool {
 // in any case.
 const freezeWait = 100 * time.Millisecond
 
-// signalFrozen sends sig to every process in d and below once: the members
+// SignalFrozen sends sig to every process in d and below once: the members
 // are frozen first, so the set is stable while it is read and signalled
 // (a process forked meanwhile would otherwise miss the stop signal, and a
 // second one means "quit now" to many programs), then thawed, and the
 // signals are delivered as they run again.
-func (d cgroupDir) signalFrozen(sig syscall.Signal) error {
+func (d Cgroup) SignalFrozen(sig syscall.Signal) error {
 	if err := writeFile(d.file("cgroup.freeze"), "1"); err != nil {
 		if !d.exists() {
 			return nil
@@ -108,8 +111,8 @@ func (d cgroupDir) signalFrozen(sig syscall.Signal) error {
 		return err
 	}
 	defer func() { _ = writeFile(d.file("cgroup.freeze"), "0") }()
-	_ = d.await(freezeWait, d.frozen)
-	pids, err := d.procs()
+	_ = d.Await(freezeWait, d.frozen)
+	pids, err := d.Procs()
 	if err != nil {
 		return err
 	}
@@ -128,7 +131,7 @@ func (d cgroupDir) signalFrozen(sig syscall.Signal) error {
 			fds[pid] = fd
 		}
 	}
-	again, err := d.procs()
+	again, err := d.Procs()
 	if err != nil {
 		return err
 	}
@@ -145,9 +148,9 @@ func (d cgroupDir) signalFrozen(sig syscall.Signal) error {
 	return first
 }
 
-// procs lists the processes in d and every cgroup below it (a nested
+// Procs lists the processes in d and every cgroup below it (a nested
 // etcdlead makes cgroups of its own inside its term's).
-func (d cgroupDir) procs() ([]int, error) {
+func (d Cgroup) Procs() ([]int, error) {
 	var pids []int
 	err := filepath.WalkDir(string(d), func(path string, e os.DirEntry, err error) error {
 		if err != nil {
@@ -176,9 +179,9 @@ func (d cgroupDir) procs() ([]int, error) {
 	return pids, err
 }
 
-// remove removes d and the cgroups below it, deepest first. It fails while
+// Remove removes d and the cgroups below it, deepest first. It fails while
 // a live process is in any of them.
-func (d cgroupDir) remove() error {
+func (d Cgroup) Remove() error {
 	var dirs []string
 	err := filepath.WalkDir(string(d), func(path string, e os.DirEntry, err error) error {
 		if err != nil {
@@ -203,10 +206,10 @@ func (d cgroupDir) remove() error {
 	return nil
 }
 
-// await returns once cond holds, checked at once and after every change of
+// Await returns once cond holds, checked at once and after every change of
 // d's cgroup.events, or after bound; it reports whether cond held.
-func (d cgroupDir) await(bound time.Duration, cond func() bool) bool {
-	w, err := watchEvents(d)
+func (d Cgroup) Await(bound time.Duration, cond func() bool) bool {
+	w, err := WatchEvents(d)
 	if err != nil {
 		// No inotify descriptor left: look once more at the end.
 		if cond() {
@@ -215,12 +218,12 @@ func (d cgroupDir) await(bound time.Duration, cond func() bool) bool {
 		time.Sleep(bound)
 		return cond()
 	}
-	defer w.close()
+	defer w.Close()
 	timeout := time.NewTimer(bound)
 	defer timeout.Stop()
 	for !cond() {
 		select {
-		case <-w.changed:
+		case <-w.Changed:
 		case <-timeout.C:
 			return cond()
 		}
@@ -228,14 +231,15 @@ func (d cgroupDir) await(bound time.Duration, cond func() bool) bool {
 	return true
 }
 
-// eventsWatch tells of every change to a cgroup's cgroup.events, which the
+// Events tells of every change to a cgroup's cgroup.events, which the
 // kernel marks modified when populated or frozen changes.
-type eventsWatch struct {
+type Events struct {
 	f       *os.File
-	changed chan struct{}
+	Changed chan struct{}
 }
 
-func watchEvents(d cgroupDir) (*eventsWatch, error) {
+// WatchEvents starts telling of d's changes on Changed, until Close.
+func WatchEvents(d Cgroup) (*Events, error) {
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
 		return nil, err
@@ -246,7 +250,7 @@ func watchEvents(d cgroupDir) (*eventsWatch, error) {
 	}
 	// Non-blocking, so read through the runtime's poller: close ends the
 	// reader below.
-	w := &eventsWatch{f: os.NewFile(uintptr(fd), "inotify"), changed: make(chan struct{}, 1)}
+	w := &Events{f: os.NewFile(uintptr(fd), "inotify"), Changed: make(chan struct{}, 1)}
 	go func() {
 		buf := make([]byte, 4096)
 		for {
@@ -254,7 +258,7 @@ func watchEvents(d cgroupDir) (*eventsWatch, error) {
 				return
 			}
 			select {
-			case w.changed <- struct{}{}:
+			case w.Changed <- struct{}{}:
 			default:
 			}
 		}
@@ -262,4 +266,4 @@ func watchEvents(d cgroupDir) (*eventsWatch, error) {
 	return w, nil
 }
 
-func (w *eventsWatch) close() { w.f.Close() }
+func (w *Events) Close() { w.f.Close() }

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package boottick
+package bootclock
 
 import "time"
 
@@ -11,8 +11,8 @@ type Ticker struct {
 	t *time.Ticker
 }
 
-// New starts a Ticker of period d > 0; Stop ends it.
-func New(d time.Duration) *Ticker {
+// NewTicker starts a Ticker of period d > 0; Stop ends it.
+func NewTicker(d time.Duration) *Ticker {
 	t := time.NewTicker(d)
 	return &Ticker{C: t.C, t: t}
 }

@@ -1,4 +1,4 @@
-package supervisor
+package bootclock
 
 import (
 	"errors"
@@ -14,9 +14,9 @@ import (
 // The fence's SIGKILL goes out from a thread in the lowest real-time
 // class where the process may put one there (root, as under CI), reset on
 // fork; where it may not, the timer still fires, from an ordinary thread.
-func TestKillTimerThreadClass(t *testing.T) {
+func TestThreadTimerClass(t *testing.T) {
 	attr := make(chan *unix.SchedAttr, 1)
-	kt, err := newKillTimer(func() {
+	kt, err := NewThreadTimer(func() {
 		a, err := unix.SchedGetAttr(0, 0)
 		if err != nil {
 			t.Errorf("sched_getattr on the timer's thread: %v", err)
@@ -26,8 +26,8 @@ func TestKillTimerThreadClass(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer kt.close()
-	kt.arm(Now() + 10*time.Millisecond)
+	defer kt.Close()
+	kt.At(Now() + 10*time.Millisecond)
 	var a *unix.SchedAttr
 	select {
 	case a = <-attr:
@@ -39,12 +39,12 @@ func TestKillTimerThreadClass(t *testing.T) {
 	}
 	permitted := (os.Geteuid() == 0 || rtprioLimit(t) > 0) && !rtThrottledToZero()
 	switch {
-	case permitted && kt.realtime != nil:
-		t.Fatalf("the timer's thread is not real-time although the process may make it so: %v", kt.realtime)
+	case permitted && kt.Realtime != nil:
+		t.Fatalf("the timer's thread is not real-time although the process may make it so: %v", kt.Realtime)
 	case permitted && (a.Policy != unix.SCHED_FIFO || a.Priority != 1 || a.Flags&unix.SCHED_FLAG_RESET_ON_FORK == 0):
 		t.Fatalf("the timer fired from policy %d priority %d flags %#x, want SCHED_FIFO 1, reset on fork", a.Policy, a.Priority, a.Flags)
-	case !permitted && (kt.realtime == nil || !errors.Is(kt.realtime, unix.EPERM)):
-		t.Fatalf("unprivileged, the class change said %v, want EPERM", kt.realtime)
+	case !permitted && (kt.Realtime == nil || !errors.Is(kt.Realtime, unix.EPERM)):
+		t.Fatalf("unprivileged, the class change said %v, want EPERM", kt.Realtime)
 	case !permitted && a.Policy != unix.SCHED_NORMAL:
 		t.Fatalf("unprivileged, the timer fired from policy %d, want SCHED_OTHER", a.Policy)
 	}

@@ -1,4 +1,4 @@
-package boottick
+package bootclock
 
 import (
 	"fmt"
@@ -24,7 +24,7 @@ func awaitTicks(t *testing.T, c <-chan time.Time, n int) {
 // runtime's poller, not on a Go timer (ticker_linux.go says why), and Stop
 // closes it.
 func TestTickerIsABootClockTimerfd(t *testing.T) {
-	tk := New(5 * time.Millisecond)
+	tk := NewTicker(5 * time.Millisecond)
 	if tk.tm == nil {
 		t.Fatal("the ticker fell back to a Go timer: no timerfd")
 	}

@@ -1,15 +1,17 @@
-package supervisor
+package keeper
 
 import (
 	"syscall"
 	"time"
+
+	"github.com/etcdlead/etcdlead/internal/fence"
 )
 
 // groupState decides, from events and the boot clock, which signals the
 // keeper sends to the child's group. It does no I/O, so the fence and the
 // stop sequence are tested with a fake clock.
 type groupState struct {
-	fence      Fence
+	fence      fence.Fence
 	killSignal syscall.Signal
 
 	reason    Reason        // why the group is ending; "" while it runs
@@ -20,7 +22,7 @@ type groupState struct {
 	childExit *syscall.WaitStatus
 }
 
-// setDeadline moves the fence later (Fence.MoveTo).
+// setDeadline moves the fence later (fence.Fence.MoveTo).
 func (s *groupState) setDeadline(d time.Duration) { s.fence.MoveTo(d) }
 
 // stop begins a graceful stop with sig, unless one is already under way.

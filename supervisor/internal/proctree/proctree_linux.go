@@ -1,4 +1,4 @@
-package supervisor
+package proctree
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/etcdlead/etcdlead/internal/bootclock"
 )
 
 // procfs reads the process tree from /proc. Where the kernel has no
@@ -22,42 +24,42 @@ type procfs struct {
 	scan bool
 }
 
-// procStatScan makes every walk use the parent-pid scan; tests set it to
+// StatScan makes every walk use the parent-pid scan; tests set it to
 // exercise the fallback on kernels that have the children files.
-var procStatScan atomic.Bool
+var StatScan atomic.Bool
 
 func hostProcfs() procfs {
 	self := os.Getpid()
 	_, err := os.Stat(fmt.Sprintf("/proc/%d/task/%d/children", self, self))
-	return procfs{root: "/proc", scan: procStatScan.Load() || err != nil}
+	return procfs{root: "/proc", scan: StatScan.Load() || err != nil}
 }
 
-type procStat struct{ ppid, pgrp int }
+type Stat struct{ PPid, Pgrp int }
 
 // parseStat reads the parent pid and process group from /proc/PID/stat. The
 // command name in parentheses may hold spaces and ')', so the fields are
 // counted from the last ')'.
-func parseStat(b []byte) (procStat, error) {
+func parseStat(b []byte) (Stat, error) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return procStat{}, errors.New("stat: no command name")
+		return Stat{}, errors.New("stat: no command name")
 	}
 	f := strings.Fields(string(b[i+1:]))
 	if len(f) < 3 {
-		return procStat{}, errors.New("stat: too few fields")
+		return Stat{}, errors.New("stat: too few fields")
 	}
 	ppid, err1 := strconv.Atoi(f[1])
 	pgrp, err2 := strconv.Atoi(f[2])
 	if err1 != nil || err2 != nil {
-		return procStat{}, errors.New("stat: malformed")
+		return Stat{}, errors.New("stat: malformed")
 	}
-	return procStat{ppid: ppid, pgrp: pgrp}, nil
+	return Stat{PPid: ppid, Pgrp: pgrp}, nil
 }
 
-func (p procfs) stat(pid int) (procStat, error) {
+func (p procfs) stat(pid int) (Stat, error) {
 	b, err := os.ReadFile(p.root + "/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return procStat{}, err
+		return Stat{}, err
 	}
 	return parseStat(b)
 }
@@ -109,7 +111,7 @@ func (p procfs) scanParents() map[int][]int {
 			continue
 		}
 		if st, err := p.stat(pid); err == nil {
-			byParent[st.ppid] = append(byParent[st.ppid], pid)
+			byParent[st.PPid] = append(byParent[st.PPid], pid)
 		}
 	}
 	return byParent
@@ -130,30 +132,30 @@ func readNames(dir string) ([]string, error) {
 // found, so a pid that dies and is reused meanwhile is never signalled, and a
 // process already signalled is not signalled twice (a second SIGTERM means
 // "quit now" to many programs).
-type sweep struct {
+type Sweep struct {
 	fs   procfs
 	root int
-	sig  syscall.Signal
+	Sig  syscall.Signal
 	// group got sig from kill(-group) already; its members are skipped
 	// unless sig is SIGKILL. 0: none.
 	group int
-	// exclude names children of root that are left alone with all below
+	// Exclude names children of root that are left alone with all below
 	// them.
-	exclude func(pid int) bool
+	Exclude func(pid int) bool
 	seen    map[int]int // pid -> pidfd, or -1 where the kernel has no pidfds
 }
 
-func newSweep(root int, sig syscall.Signal, group int) *sweep {
-	return &sweep{fs: hostProcfs(), root: root, sig: sig, group: group, seen: make(map[int]int)}
+func NewSweep(root int, sig syscall.Signal, group int) *Sweep {
+	return &Sweep{fs: hostProcfs(), root: root, Sig: sig, group: group, seen: make(map[int]int)}
 }
 
-// run walks until a walk finds nothing new, or until boot-clock time
+// Run walks until a walk finds nothing new, or until boot-clock time
 // until, which also cuts a walk short: a tree that forks faster than it
 // can be walked must not hold the caller past it. It reports whether the
 // sweep is done (its last walk found nothing new), and the first error
 // other than ESRCH (a process may lack the permission to signal a setuid
 // descendant). What a sweep cut short misses, the next run finds.
-func (s *sweep) run(until time.Duration) (done bool, first error) {
+func (s *Sweep) Run(until time.Duration) (done bool, first error) {
 	for {
 		fresh, complete, err := s.walk(until)
 		if first == nil {
@@ -162,7 +164,7 @@ func (s *sweep) run(until time.Duration) (done bool, first error) {
 		if complete && fresh == 0 {
 			return true, first
 		}
-		if !complete || Now() >= until {
+		if !complete || bootclock.Now() >= until {
 			return false, first
 		}
 	}
@@ -173,18 +175,18 @@ func (s *sweep) run(until time.Duration) (done bool, first error) {
 // listed under, then signals it. fresh counts those, and those re-parented
 // while it read (the next walk finds them at their new place). complete is
 // false when until came first.
-func (s *sweep) walk(until time.Duration) (fresh int, complete bool, first error) {
+func (s *Sweep) walk(until time.Duration) (fresh int, complete bool, first error) {
 	children := s.fs.lister()
 	type node struct{ pid, fd int }
 	queue := []node{{s.root, -1}}
 	for len(queue) > 0 {
-		if Now() >= until {
+		if bootclock.Now() >= until {
 			return fresh, false, first
 		}
 		parent := queue[0]
 		queue = queue[1:]
 		for _, pid := range children(parent.pid) {
-			if parent.pid == s.root && s.exclude != nil && s.exclude(pid) {
+			if parent.pid == s.root && s.Exclude != nil && s.Exclude(pid) {
 				continue
 			}
 			if fd, ok := s.seen[pid]; ok && pidfdAlive(fd) {
@@ -203,8 +205,8 @@ func (s *sweep) walk(until time.Duration) (fresh int, complete bool, first error
 			}
 			s.seen[pid] = fd
 			fresh++
-			if s.sig == syscall.SIGKILL || s.group == 0 || st.pgrp != s.group {
-				if err := pidfdSignal(fd, pid, s.sig); err != nil && !errors.Is(err, unix.ESRCH) && first == nil {
+			if s.Sig == syscall.SIGKILL || s.group == 0 || st.Pgrp != s.group {
+				if err := pidfdSignal(fd, pid, s.Sig); err != nil && !errors.Is(err, unix.ESRCH) && first == nil {
 					first = fmt.Errorf("signal %d: %w", pid, err)
 				}
 			}
@@ -221,10 +223,10 @@ var errMoved = errors.New("re-parented")
 // parentFD): a pid read from /proc may have died and been reused since.
 // Confirmed in this order, the pidfd, then the parent in /proc, then the
 // parent still alive, the pidfd holds the very process that was listed.
-func (s *sweep) claim(pid, parent, parentFD int) (int, procStat, error) {
+func (s *Sweep) claim(pid, parent, parentFD int) (int, Stat, error) {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if errors.Is(err, unix.ESRCH) {
-		return -1, procStat{}, err
+		return -1, Stat{}, err
 	}
 	if err != nil {
 		fd = -1 // no pidfds (before Linux 5.3), or no descriptor left: by pid
@@ -232,7 +234,7 @@ func (s *sweep) claim(pid, parent, parentFD int) (int, procStat, error) {
 	st, err := s.fs.stat(pid)
 	switch {
 	case err != nil:
-	case st.ppid != parent || !pidfdAlive(parentFD):
+	case st.PPid != parent || !pidfdAlive(parentFD):
 		err = errMoved
 	default:
 		return fd, st, nil
@@ -240,11 +242,11 @@ func (s *sweep) claim(pid, parent, parentFD int) (int, procStat, error) {
 	if fd >= 0 {
 		unix.Close(fd)
 	}
-	return -1, procStat{}, err
+	return -1, Stat{}, err
 }
 
-// close releases the pidfds.
-func (s *sweep) close() {
+// Close releases the pidfds.
+func (s *Sweep) Close() {
 	for _, fd := range s.seen {
 		if fd >= 0 {
 			unix.Close(fd)
@@ -265,3 +267,9 @@ func pidfdSignal(fd, pid int, sig syscall.Signal) error {
 	}
 	return unix.PidfdSendSignal(fd, sig, nil, 0)
 }
+
+// ReadStat reads pid's parent and process group from the host's /proc.
+func ReadStat(pid int) (Stat, error) { return hostProcfs().stat(pid) }
+
+// Children lists pid's children as one walk of the host's /proc sees them.
+func Children(pid int) []int { return hostProcfs().lister()(pid) }

@@ -1,21 +1,21 @@
-package supervisor
+package keeper
 
 import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/etcdlead/etcdlead/internal/boottick"
+	"github.com/etcdlead/etcdlead/internal/bootclock"
 )
 
 // fenceClock wakes the keeper when the fence may be due: a boot-clock
 // timer, or a tick where the kernel has none.
 //
-// The timer is on the boot clock (internal/boottick): the fence must fire
+// The timer is on the boot clock (internal/bootclock): the fence must fire
 // at once when its time passed while the machine was suspended, and an
 // idle keeper sleeps until then instead of polling a clock.
 type fenceClock struct {
-	timer *boottick.Timer
+	timer *bootclock.Timer
 	tick  *time.Ticker
 	wake  <-chan struct{}
 	ticks <-chan time.Time
@@ -23,7 +23,7 @@ type fenceClock struct {
 
 func newFenceClock(log hclog.Logger) *fenceClock {
 	wake := make(chan struct{}, 1)
-	timer, err := boottick.NewTimer(func() {
+	timer, err := bootclock.NewTimer(func() {
 		select {
 		case wake <- struct{}{}:
 		default:
@@ -31,7 +31,7 @@ func newFenceClock(log hclog.Logger) *fenceClock {
 	}, nil)
 	if err != nil {
 		log.Error("no boot-clock timer; checking the fence on a tick", "error", err)
-		t := time.NewTicker(keeperTick)
+		t := time.NewTicker(Tick)
 		return &fenceClock{tick: t, ticks: t.C}
 	}
 	return &fenceClock{timer: timer, wake: wake}

@@ -1,17 +1,18 @@
-package supervisor
+package keeper
 
 import (
-	"reflect"
 	"slices"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/etcdlead/etcdlead/internal/fence"
 )
 
 const ms = time.Millisecond
 
 func TestFenceSignalsThenKillsBeforeDeadline(t *testing.T) {
-	g := &groupState{fence: Fence{Deadline: 10_000 * ms, KillTimeout: 2000 * ms, Margin: 500 * ms}, killSignal: syscall.SIGTERM}
+	g := &groupState{fence: fence.Fence{Deadline: 10_000 * ms, KillTimeout: 2000 * ms, Margin: 500 * ms}, killSignal: syscall.SIGTERM}
 	for _, now := range []time.Duration{0, 7000 * ms, 7499 * ms} {
 		if out := g.tick(now); len(out) != 0 {
 			t.Fatalf("tick(%v) = %v, want nothing before deadline-K-m", now, out)
@@ -37,7 +38,7 @@ func TestFenceSignalsThenKillsBeforeDeadline(t *testing.T) {
 // A supervisor frozen past the whole fence: the keeper's next tick must send
 // both signals at once rather than grant a grace period it no longer has.
 func TestFenceAfterSuspendSignalsAndKillsAtOnce(t *testing.T) {
-	g := &groupState{fence: Fence{Deadline: 10_000 * ms, KillTimeout: 2000 * ms, Margin: 500 * ms}, killSignal: syscall.SIGINT}
+	g := &groupState{fence: fence.Fence{Deadline: 10_000 * ms, KillTimeout: 2000 * ms, Margin: 500 * ms}, killSignal: syscall.SIGINT}
 	out := g.tick(60_000 * ms)
 	if !slices.Equal(out, []syscall.Signal{syscall.SIGINT, syscall.SIGKILL}) {
 		t.Fatalf("got %v, want SIGINT then SIGKILL", out)
@@ -45,7 +46,7 @@ func TestFenceAfterSuspendSignalsAndKillsAtOnce(t *testing.T) {
 }
 
 func TestRenewalMovesFenceOnlyLater(t *testing.T) {
-	g := &groupState{fence: Fence{Deadline: 10_000 * ms, KillTimeout: 1000 * ms, Margin: 250 * ms}}
+	g := &groupState{fence: fence.Fence{Deadline: 10_000 * ms, KillTimeout: 1000 * ms, Margin: 250 * ms}}
 	g.setDeadline(12_000 * ms)
 	g.setDeadline(11_000 * ms) // a late message must not pull the fence back
 	if g.fence.Deadline != 12_000*ms {
@@ -57,7 +58,7 @@ func TestRenewalMovesFenceOnlyLater(t *testing.T) {
 }
 
 func TestStopEscalatesAfterKillTimeout(t *testing.T) {
-	g := &groupState{fence: Fence{Deadline: 100_000 * ms, KillTimeout: 3000 * ms, Margin: 500 * ms}, killSignal: syscall.SIGTERM}
+	g := &groupState{fence: fence.Fence{Deadline: 100_000 * ms, KillTimeout: 3000 * ms, Margin: 500 * ms}, killSignal: syscall.SIGTERM}
 	if out := g.stop(1000*ms, syscall.SIGINT, ReasonStopped); !slices.Equal(out, []syscall.Signal{syscall.SIGINT}) {
 		t.Fatalf("stop sent %v, want the requested SIGINT", out)
 	}
@@ -74,7 +75,7 @@ func TestStopEscalatesAfterKillTimeout(t *testing.T) {
 
 // Orphaned by the supervisor's death: SIGKILL at min(now+K, deadline-m).
 func TestOrphanedKillsNoLaterThanFence(t *testing.T) {
-	g := &groupState{fence: Fence{Deadline: 10_000 * ms, KillTimeout: 5000 * ms, Margin: 500 * ms}, killSignal: syscall.SIGTERM}
+	g := &groupState{fence: fence.Fence{Deadline: 10_000 * ms, KillTimeout: 5000 * ms, Margin: 500 * ms}, killSignal: syscall.SIGTERM}
 	if out := g.orphaned(8000 * ms); !slices.Equal(out, []syscall.Signal{syscall.SIGTERM}) {
 		t.Fatalf("orphaned sent %v", out)
 	}
@@ -102,31 +103,10 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
-func TestProtocolRoundTrip(t *testing.T) {
-	for _, c := range []command{
-		{op: msgDeadline, deadline: 123456789 * time.Nanosecond},
-		{op: msgStop, sig: syscall.SIGINT},
-		{op: msgSignal, sig: syscall.SIGHUP},
-		{op: msgKill},
-		{op: msgStart, deadline: 42, env: []string{"ETCDLEAD_ID=a \"quoted\" id", "ETCDLEAD_REV=7"}},
-		{op: msgStart, deadline: 42},
-	} {
-		got, err := parseCommand(c.String())
-		if err != nil || !reflect.DeepEqual(got, c) {
-			t.Errorf("parseCommand(%q) = %+v, %v", c.String(), got, err)
-		}
-	}
-	for _, bad := range []string{"", "deadline", "stop x", "reboot 1"} {
-		if _, err := parseCommand(bad); err == nil {
-			t.Errorf("parseCommand(%q) accepted", bad)
-		}
-	}
-}
-
 // The keeper sleeps until next: the fence's signal, then its SIGKILL, or the
 // end of a grace period, whichever comes first; nothing once killed.
 func TestNextWakeUp(t *testing.T) {
-	g := &groupState{fence: Fence{Deadline: 10_000 * ms, KillTimeout: 2000 * ms, Margin: 500 * ms}, killSignal: syscall.SIGTERM}
+	g := &groupState{fence: fence.Fence{Deadline: 10_000 * ms, KillTimeout: 2000 * ms, Margin: 500 * ms}, killSignal: syscall.SIGTERM}
 	if got := g.next(); got != 7500*ms {
 		t.Fatalf("next = %v, want deadline-K-m", got)
 	}

@@ -1,4 +1,4 @@
-package supervisor
+package bootclock
 
 import (
 	"runtime"
@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// killTimer runs fire at a boot-clock time on an OS thread of its own,
+// ThreadTimer runs fire at a boot-clock time on an OS thread of its own,
 // blocked in a read of a timerfd: when the time comes, the kernel wakes
 // that very thread, and the SIGKILL of the fence goes out from there. A
 // fence that waited for its turn in a loop, or for the runtime to hand its
@@ -18,30 +18,30 @@ import (
 // this process may, that thread is also put in the lowest real-time class:
 // woken, it runs before every ordinary thread on its CPU, however many
 // there are; where it may not, it waits its turn as one of them.
-type killTimer struct {
+type ThreadTimer struct {
 	fd   int
 	mu   sync.Mutex
 	done bool
 	at   time.Duration
-	// realtime is why the thread is not in the real-time class, or nil.
-	realtime error
+	// Realtime is why the thread is not in the real-time class, or nil.
+	Realtime error
 }
 
-// newKillTimer starts a disarmed killTimer; fire runs on its thread each
-// time an armed time passes (one that runs as close is called may finish
+// NewThreadTimer starts a disarmed ThreadTimer; fire runs on its thread each
+// time an armed time passes (one that runs as Close is called may finish
 // after it).
-func newKillTimer(fire func()) (*killTimer, error) {
+func NewThreadTimer(fire func()) (*ThreadTimer, error) {
 	fd, err := unix.TimerfdCreate(unix.CLOCK_BOOTTIME, unix.TFD_CLOEXEC)
 	if err != nil {
 		return nil, err
 	}
-	t := &killTimer{fd: fd}
+	t := &ThreadTimer{fd: fd}
 	started := make(chan struct{})
 	go func() {
 		// Locked and never unlocked, the thread ends with the goroutine:
 		// its class is never lent to other code.
 		runtime.LockOSThread()
-		t.realtime = realtime()
+		t.Realtime = realtime()
 		close(started)
 		buf := make([]byte, 8)
 		for {
@@ -75,8 +75,8 @@ func realtime() error {
 	}, 0)
 }
 
-// arm sets the time at which fire runs (0: none); a later call replaces it.
-func (t *killTimer) arm(at time.Duration) {
+// At sets the time at which fire runs (0: none); a later call replaces it.
+func (t *ThreadTimer) At(at time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.done || at == t.at {
@@ -86,7 +86,7 @@ func (t *killTimer) arm(at time.Duration) {
 	t.set(at)
 }
 
-func (t *killTimer) set(at time.Duration) {
+func (t *ThreadTimer) set(at time.Duration) {
 	spec := unix.ItimerSpec{}
 	if at > 0 {
 		spec.Value = unix.NsecToTimespec(int64(at))
@@ -94,10 +94,10 @@ func (t *killTimer) set(at time.Duration) {
 	_ = unix.TimerfdSettime(t.fd, unix.TFD_TIMER_ABSTIME, &spec, nil)
 }
 
-// close ends the timer: closing a descriptor does not wake a thread
+// Close ends the timer: closing a descriptor does not wake a thread
 // blocked reading it, so the timer is fired at once, and its thread, seeing
 // done, closes it and ends.
-func (t *killTimer) close() {
+func (t *ThreadTimer) Close() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.done {
