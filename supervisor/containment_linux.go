@@ -376,10 +376,12 @@ func startTime(pid int) (uint64, error) {
 const staleKillWait = 5 * time.Second
 
 // removeStale removes the cgroups in base of etcdlead processes that no
-// longer run (killed, or dead before they could remove them). A term whose
-// keeper still runs is left to it: the keeper stops its child in order and
-// a later start removes what is left. A process still in the child cgroup
-// of a term whose keeper is gone too has nobody to stop it, and is killed.
+// longer run (killed, or dead before they could remove them). A process
+// still in the child cgroup of a term whose keeper is gone too has nobody
+// to stop it, and is killed. A term whose keeper still runs is left to it,
+// since the keeper stops its child in order; but it is watched, and what
+// the keeper leaves is killed once the keeper is gone: a keeper killed a
+// moment ago may still be on its way out, and nobody else would look.
 func removeStale(base string, log hclog.Logger) {
 	entries, err := os.ReadDir(base)
 	if err != nil {
@@ -407,16 +409,41 @@ func removeStale(base string, log hclog.Logger) {
 			}
 			d := inst.Sub(term.Name())
 			if keeperRuns, _ := d.Sub("keeper").Populated(); keeperRuns {
+				go func() {
+					awaitEmpty(d.Sub("keeper"))
+					removeStaleTerm(d, log)
+					_ = unix.Rmdir(string(inst))
+				}()
 				continue
 			}
-			child := d.Sub("child")
-			if busy, _ := child.Populated(); busy {
-				_ = child.Kill()
-				left := !child.Await(staleKillWait, func() bool { p, _ := child.Populated(); return !p })
-				log.Warn("killed what a dead etcdlead left in its cgroup", "cgroup", string(child), "still_running", left)
-			}
-			_ = d.Remove()
+			removeStaleTerm(d, log)
 		}
 		_ = unix.Rmdir(string(inst))
 	}
+}
+
+// removeStaleTerm kills what is left in the child cgroup of a term whose
+// supervisor and keeper are both gone, and removes the term's cgroups.
+func removeStaleTerm(d proctree.Cgroup, log hclog.Logger) {
+	child := d.Sub("child")
+	if busy, _ := child.Populated(); busy {
+		_ = child.Kill()
+		left := !child.Await(staleKillWait, func() bool { return !populated(child) })
+		log.Warn("killed what a dead etcdlead left in its cgroup", "cgroup", string(child), "still_running", left)
+	}
+	_ = d.Remove()
+}
+
+// awaitEmpty returns once no process is in d, however long that takes: a
+// keeper ends when its child has, or at its fence.
+func awaitEmpty(d proctree.Cgroup) {
+	for !d.Await(time.Minute, func() bool { return !populated(d) }) {
+	}
+}
+
+// populated is d.Populated without its error: a cgroup that cannot be
+// read counts as populated, and one that is gone as empty.
+func populated(d proctree.Cgroup) bool {
+	p, _ := d.Populated()
+	return p
 }

@@ -2,10 +2,14 @@ package supervisor
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 
 	"github.com/etcdlead/etcdlead/supervisor/internal/proctree"
@@ -60,5 +64,69 @@ func TestDelegatedByAttribute(t *testing.T) {
 	}
 	if delegated(other, mnt.point) {
 		t.Error("a cgroup beside a delegated one is taken for delegated")
+	}
+}
+
+// A dead etcdlead's term whose keeper still runs is left to the keeper,
+// and what the keeper leaves behind is killed once it is gone: here the
+// keeper ends (SIGKILL) after the next etcdlead has looked, as one killed
+// a moment before that start may still be on its way out.
+func TestStaleTermKilledOnceItsKeeperEnds(t *testing.T) {
+	base, err := cgroupBase()
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("cgroup containment unavailable under CI: %v", err)
+		}
+		t.Skipf("cgroup containment unavailable: %v", err)
+	}
+	// This process's pid with a start time it never had: a dead etcdlead.
+	inst := filepath.Join(base, instancePrefix+strconv.Itoa(os.Getpid())+"-1")
+	term := proctree.Cgroup(inst).Sub("1")
+	for _, d := range []proctree.Cgroup{proctree.Cgroup(inst), term, term.Sub("keeper"), term.Sub("child")} {
+		if err := os.Mkdir(string(d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _ = proctree.Cgroup(inst).Remove() })
+	startIn := func(d proctree.Cgroup) *exec.Cmd {
+		fd, err := unix.Open(string(d), unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		cmd := exec.Command("sleep", "1000")
+		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd
+	}
+	keeper, child := startIn(term.Sub("keeper")), startIn(term.Sub("child"))
+	childEnded := make(chan error, 1)
+	go func() { childEnded <- child.Wait() }()
+
+	removeStale(base, hclog.NewNullLogger())
+	select {
+	case <-childEnded:
+		t.Fatal("the child of a term whose keeper runs was killed")
+	default:
+	}
+	if err := keeper.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-childEnded:
+	case <-time.After(staleKillWait + 10*time.Second):
+		t.Fatal("the child still runs after its keeper ended")
+	}
+	// The kernel tells of no cgroup's removal: looked for.
+	for end := time.Now().Add(staleKillWait); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(inst); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the dead etcdlead's cgroup %s is still there", inst)
+		}
 	}
 }
