@@ -133,7 +133,7 @@ func eachContainment(t *testing.T, f func(t *testing.T)) {
 	})
 }
 
-func useCgroups(t *testing.T) {
+func useCgroups(t testing.TB) {
 	t.Helper()
 	if err := CgroupSupport(); err != nil {
 		if os.Getenv("CI") != "" {

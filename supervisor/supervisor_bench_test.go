@@ -98,24 +98,33 @@ func BenchmarkStartChild(b *testing.B) {
 }
 
 // BenchmarkStandbyStartChild is the same with the keeper launched ahead of
-// need (not timed): what a handoff costs when a standby keeper is ready.
+// need (not timed): what a handoff costs when a standby keeper is ready, in
+// each containment: with cgroups, the child is started into its term's
+// fresh cgroup (made ahead of need too).
 func BenchmarkStandbyStartChild(b *testing.B) {
-	spec := benchSpec(b)
-	for b.Loop() {
-		b.StopTimer()
-		p, err := Prepare(spec, hclog.NewNullLogger())
-		if err != nil {
-			b.Fatal(err)
-		}
-		// Let the keeper finish its start-up, as a standby keeper has
-		// long before its candidate wins.
-		time.Sleep(20 * time.Millisecond)
-		b.StartTimer()
-		c, err := p.Start(bootclock.Now()+time.Minute, nil, hclog.NewNullLogger())
-		if err != nil {
-			b.Fatal(err)
-		}
-		<-c.Done()
+	for _, mode := range []string{ContainProcessGroup, ContainCgroup} {
+		b.Run("containment="+mode, func(b *testing.B) {
+			if mode == ContainCgroup {
+				useCgroups(b)
+			}
+			spec := benchSpec(b)
+			for b.Loop() {
+				b.StopTimer()
+				p, err := Prepare(spec, hclog.NewNullLogger())
+				if err != nil {
+					b.Fatal(err)
+				}
+				// Let the keeper finish its start-up, as a standby keeper
+				// has long before its candidate wins.
+				time.Sleep(20 * time.Millisecond)
+				b.StartTimer()
+				c, err := p.Start(bootclock.Now()+time.Minute, nil, hclog.NewNullLogger())
+				if err != nil {
+					b.Fatal(err)
+				}
+				<-c.Done()
+			}
+		})
 	}
 }
 
