@@ -1,6 +1,7 @@
 // Package faultproxy is a TCP proxy for tests that puts network faults
 // between one client and one server: a blackhole (peers stay connected but
-// nothing arrives, as when a network silently drops packets) and resets.
+// nothing arrives, as when a network silently drops packets), resets, and a
+// delay (a slow link: every byte arrives late, in order).
 //
 // A blackhole is what a client's keepalive exists for: its pings go
 // unanswered until it declares the connection dead, and every new dial is

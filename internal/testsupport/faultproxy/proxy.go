@@ -1,11 +1,13 @@
 package faultproxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
 	"sync"
 	"syscall"
+	"time"
 )
 
 type mode int
@@ -27,6 +29,7 @@ type Proxy struct {
 
 	mu     sync.Mutex
 	mode   mode
+	delay  time.Duration // each way, while passing
 	closed bool
 	links  map[*link]struct{} // open connections, in any mode
 }
@@ -80,6 +83,15 @@ func (p *Proxy) Blackhole() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.mode = blackholeMode
+}
+
+// Delay makes every byte that passes from now on, either way, arrive d
+// after the proxy read it, in order: a link with a round trip of 2d. Bytes
+// read before keep the delay they were read with. Delay(0) ends it.
+func (p *Proxy) Delay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
 }
 
 // Reset closes every connection with a TCP RST on both sides, and resets each
@@ -173,18 +185,40 @@ func (p *Proxy) dial(l *link) {
 }
 
 // pipe copies src to dst while the proxy passes traffic and discards what it
-// reads otherwise.
+// reads otherwise. What it reads goes, with the time it is due, to a writer
+// of its own, so that a delay holds up neither the reads nor what follows.
 func (p *Proxy) pipe(l *link, src, dst *net.TCPConn) {
 	defer p.wg.Done()
+	type chunk struct {
+		b   []byte
+		due time.Time
+	}
+	chunks := make(chan chunk, 256)
+	written := make(chan struct{})
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer close(written)
+		for c := range chunks {
+			// The delay is the fault itself: the bytes wait for their time.
+			time.Sleep(time.Until(c.due))
+			if _, err := dst.Write(c.b); err != nil {
+				for range chunks {
+				}
+				return
+			}
+		}
+	}()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 && p.passing() {
-			if _, werr := dst.Write(buf[:n]); werr != nil && err == nil {
-				err = werr
-			}
+		if pass, delay := p.passing(); n > 0 && pass {
+			chunks <- chunk{b: bytes.Clone(buf[:n]), due: time.Now().Add(delay)}
 		}
 		if err != nil {
+			// What was read goes out before the close it preceded.
+			close(chunks)
+			<-written
 			p.mu.Lock()
 			// In a blackhole even a closing peer must go unnoticed by
 			// the other side, so l stays open until the mode changes.
@@ -209,10 +243,10 @@ func (p *Proxy) drain(c *net.TCPConn) {
 	}
 }
 
-func (p *Proxy) passing() bool {
+func (p *Proxy) passing() (bool, time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.mode == passMode
+	return p.mode == passMode, p.delay
 }
 
 // dropAll closes every link; p.mu must be held.

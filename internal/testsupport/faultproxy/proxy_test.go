@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -178,6 +179,42 @@ func TestPass(t *testing.T) {
 	wantEcho(t, c, "hello")
 	big := string(bytes.Repeat([]byte("0123456789"), 100_000))
 	wantEcho(t, c, big)
+}
+
+// A delayed link still carries every byte in order, and no round trip is
+// shorter than the delay both ways: a lower bound, which a busy machine
+// cannot break.
+func TestDelay(t *testing.T) {
+	p := newProxy(t, newEchoServer(t).ln.Addr().String())
+	c := dial(t, p.Addr())
+	wantEcho(t, c, "before")
+	const d = 100 * time.Millisecond
+	p.Delay(d)
+	for _, msg := range []string{"one", string(bytes.Repeat([]byte("0123456789"), 100_000))} {
+		start := time.Now()
+		wantEcho(t, c, msg)
+		if took := time.Since(start); took < 2*d {
+			t.Errorf("a round trip of %d bytes took %v through a delay of %v each way", len(msg), took, d)
+		}
+	}
+	// Writes in a row keep their order through the queue.
+	var want strings.Builder
+	for i := range 200 {
+		msg := strconv.Itoa(i) + ","
+		want.WriteString(msg)
+		if _, err := c.Write([]byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := make([]byte, want.Len())
+	if err := c.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != want.String() {
+		t.Fatalf("200 writes through the delay came back as %q, %v", got, err)
+	}
+	p.Delay(0)
+	wantEcho(t, c, "after")
 }
 
 func TestBlackholeThenPass(t *testing.T) {
