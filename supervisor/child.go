@@ -397,7 +397,7 @@ func (c *Child) emptyCgroup(when string) {
 	}
 	c.log.Error("the child's cgroup still holds processes "+when+"; killing them", "cgroup", string(c.cg), "error", err)
 	_ = c.cg.Kill()
-	if !c.cg.Await(orphanWait, func() bool { p, err := c.cg.Populated(); return !p && err == nil }) {
+	if !c.cg.Await(orphanWait, c.cg.Empty) {
 		c.log.Error("processes in the child's cgroup still run after SIGKILL; ending the term without them", "cgroup", string(c.cg))
 	}
 }

@@ -428,7 +428,7 @@ func removeStaleTerm(d proctree.Cgroup, log hclog.Logger) {
 	child := d.Sub("child")
 	if busy, _ := child.Populated(); busy {
 		_ = child.Kill()
-		left := !child.Await(staleKillWait, func() bool { return !populated(child) })
+		left := !child.Await(staleKillWait, child.Empty)
 		log.Warn("killed what a dead etcdlead left in its cgroup", "cgroup", string(child), "still_running", left)
 	}
 	_ = d.Remove()
@@ -437,13 +437,6 @@ func removeStaleTerm(d proctree.Cgroup, log hclog.Logger) {
 // awaitEmpty returns once no process is in d, however long that takes: a
 // keeper ends when its child has, or at its fence.
 func awaitEmpty(d proctree.Cgroup) {
-	for !d.Await(time.Minute, func() bool { return !populated(d) }) {
+	for !d.Await(time.Minute, d.Empty) {
 	}
-}
-
-// populated is d.Populated without its error: a cgroup that cannot be
-// read counts as populated, and one that is gone as empty.
-func populated(d proctree.Cgroup) bool {
-	p, _ := d.Populated()
-	return p
 }

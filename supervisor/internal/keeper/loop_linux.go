@@ -303,7 +303,7 @@ func (k *keeper) fenceKill() {
 // left; if so it reaps the direct child, whose exit was seen, last.
 func (k *keeper) finish() bool {
 	if k.cg != "" {
-		if busy, err := k.cg.Populated(); busy || err != nil {
+		if !k.cg.Empty() {
 			return false
 		}
 	}

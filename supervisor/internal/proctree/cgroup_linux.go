@@ -42,6 +42,13 @@ func (d Cgroup) Populated() (bool, error) {
 	return eventsField(b, "populated") == "1", nil
 }
 
+// Empty reports whether no live process is in d or below it, as far as
+// cgroup.events can be read: one that cannot be read is not empty.
+func (d Cgroup) Empty() bool {
+	p, err := d.Populated()
+	return !p && err == nil
+}
+
 func (d Cgroup) frozen() bool {
 	b, err := os.ReadFile(d.file("cgroup.events"))
 	return err == nil && eventsField(b, "frozen") == "1"
@@ -151,37 +158,46 @@ func (d Cgroup) SignalFrozen(sig syscall.Signal) error {
 // Procs lists the processes in d and every cgroup below it (a nested
 // etcdlead makes cgroups of its own inside its term's).
 func (d Cgroup) Procs() ([]int, error) {
+	dirs, err := d.tree()
+	if err != nil {
+		return nil, err
+	}
 	var pids []int
-	err := filepath.WalkDir(string(d), func(path string, e os.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		if !e.IsDir() {
-			return nil
-		}
-		b, err := os.ReadFile(filepath.Join(path, "cgroup.procs"))
+	for _, dir := range dirs {
+		b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 		if errors.Is(err, os.ErrNotExist) {
-			return nil
+			continue
 		}
 		if err != nil {
-			return err
+			return pids, err
 		}
 		for _, f := range strings.Fields(string(b)) {
 			if pid, err := strconv.Atoi(f); err == nil {
 				pids = append(pids, pid)
 			}
 		}
-		return nil
-	})
-	return pids, err
+	}
+	return pids, nil
 }
 
 // Remove removes d and the cgroups below it, deepest first. It fails while
 // a live process is in any of them.
 func (d Cgroup) Remove() error {
+	dirs, err := d.tree()
+	if err != nil {
+		return err
+	}
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if err := unix.Rmdir(dirs[i]); err != nil && !errors.Is(err, unix.ENOENT) {
+			return &os.PathError{Op: "rmdir", Path: dirs[i], Err: err}
+		}
+	}
+	return nil
+}
+
+// tree lists d and the cgroups below it, each before those below it; what
+// is removed meanwhile is left out.
+func (d Cgroup) tree() ([]string, error) {
 	var dirs []string
 	err := filepath.WalkDir(string(d), func(path string, e os.DirEntry, err error) error {
 		if err != nil {
@@ -195,15 +211,7 @@ func (d Cgroup) Remove() error {
 		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	for i := len(dirs) - 1; i >= 0; i-- {
-		if err := unix.Rmdir(dirs[i]); err != nil && !errors.Is(err, unix.ENOENT) {
-			return &os.PathError{Op: "rmdir", Path: dirs[i], Err: err}
-		}
-	}
-	return nil
+	return dirs, err
 }
 
 // Await returns once cond holds, checked at once and after every change of

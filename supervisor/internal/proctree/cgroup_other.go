@@ -9,5 +9,6 @@ import "time"
 type Cgroup string
 
 func (Cgroup) Populated() (bool, error)              { return false, nil }
+func (Cgroup) Empty() bool                           { return true }
 func (Cgroup) Kill() error                           { return nil }
 func (Cgroup) Await(time.Duration, func() bool) bool { return true }
