@@ -31,13 +31,7 @@ func TestUnescapeMount(t *testing.T) {
 // systemd marks the cgroups it delegates with an extended attribute; a
 // cgroup below one is delegated too, one beside it is not.
 func TestDelegatedByAttribute(t *testing.T) {
-	base, err := cgroupBase()
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("cgroup containment unavailable under CI: %v", err)
-		}
-		t.Skipf("cgroup containment unavailable: %v", err)
-	}
+	base := needCgroups(t)
 	mnt, err := cgroup2Mount("/")
 	if err != nil {
 		t.Fatal(err)
@@ -72,13 +66,7 @@ func TestDelegatedByAttribute(t *testing.T) {
 // keeper ends (SIGKILL) after the next etcdlead has looked, as one killed
 // a moment before that start may still be on its way out.
 func TestStaleTermKilledOnceItsKeeperEnds(t *testing.T) {
-	base, err := cgroupBase()
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("cgroup containment unavailable under CI: %v", err)
-		}
-		t.Skipf("cgroup containment unavailable: %v", err)
-	}
+	base := needCgroups(t)
 	// This process's pid with a start time it never had: a dead etcdlead.
 	inst := filepath.Join(base, instancePrefix+strconv.Itoa(os.Getpid())+"-1")
 	term := proctree.Cgroup(inst).Sub("1")

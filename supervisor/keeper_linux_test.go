@@ -135,12 +135,7 @@ func eachContainment(t *testing.T, f func(t *testing.T)) {
 
 func useCgroups(t testing.TB) {
 	t.Helper()
-	if err := CgroupSupport(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("cgroup containment unavailable under CI: %v", err)
-		}
-		t.Skipf("cgroup containment unavailable: %v", err)
-	}
+	needCgroups(t)
 	c, err := Contain(ContainCgroup, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
@@ -154,6 +149,21 @@ func useCgroups(t testing.TB) {
 		contain.Containment = Containment{}
 		contain.Unlock()
 	})
+}
+
+// needCgroups returns the directory this process makes its cgroups in. It
+// skips the test where there is none, but fails it under CI, which runs as
+// root where cgroups can be had.
+func needCgroups(t testing.TB) string {
+	t.Helper()
+	base, err := cgroupBase()
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("cgroup containment unavailable under CI: %v", err)
+		}
+		t.Skipf("cgroup containment unavailable: %v", err)
+	}
+	return base
 }
 
 // inCgroup fails unless pid runs in a cgroup below this process's.
