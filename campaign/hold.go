@@ -3,6 +3,7 @@ package campaign
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/etcdlead/etcdlead/internal/bootclock"
@@ -12,14 +13,18 @@ import (
 // Hold keeps the leadership (docs/design.md, "One term, step by step", step
 // 8) until it is lost (ErrKeyDeleted, ErrKeyReplaced, ErrLeaseLost), a
 // resign is requested (ErrResigned), etcd refuses the guard's reads (a
-// permanent error) or ctx ends. It renews every r = min(T/10, 1s), each
-// attempt bounded by r. Renewal errors alone never end it: while etcd is
-// unreachable the deadline stands still and the fence decides.
+// permanent error) or ctx ends. It starts a renewal every r = min(T/10,
+// 1s), without waiting for the one before: each attempt lives for as long
+// as its answer can still help, until the fence point of the deadline it
+// started from (and at least r), so that a round trip longer than r still
+// renews the lease, and attempts overlap. Renewal errors alone never end
+// it: while etcd is unreachable the deadline stands still and the fence
+// decides.
 //
 // onRenew hands a deadline the term held to the keeper, when tell says the
 // keeper should hear it. It runs in the caller's goroutine and is never
 // called once Hold has returned, so a revoke that follows does not race a
-// renewal.
+// renewal; no attempt outlives Hold either.
 func (t *Term) Hold(ctx context.Context, onRenew func(deadline time.Duration)) error {
 	ctx, cancel := t.bound(ctx)
 	defer cancel(nil)
@@ -33,47 +38,78 @@ func (t *Term) renewLoop(ctx context.Context, onRenew func(time.Duration)) error
 	r := RenewInterval(t.TTL)
 	failing := false
 	var told time.Duration // the last deadline handed to onRenew; 0: none yet
+	ctx, cancel := context.WithCancel(ctx)
+	var attempts sync.WaitGroup
+	defer attempts.Wait()
+	defer cancel()
+	results := make(chan error)
+	// Attempts made while the fence point is ahead live until it passes
+	// (ahead says some did): the tick that sees it passed ends them, as
+	// their answers can no longer help, and starts a new generation.
+	// Attempts made once it passed are bounded by r.
+	gen, endGen := context.WithCancelCause(ctx)
+	ahead := false
+	attempt := func() {
+		past := t.fence().Past(t.c.cfg.Now())
+		if past && ahead {
+			endGen(errFencePassed)
+			gen, endGen = context.WithCancelCause(ctx)
+			ahead = false
+		}
+		bound := r
+		if !past {
+			bound, ahead = t.TTL, true
+		}
+		g := gen
+		attempts.Go(func() {
+			err := t.renewOnce(g, bound)
+			select {
+			case results <- err:
+			case <-ctx.Done():
+			}
+		})
+	}
 	// On the boot clock: a renewal due during a suspend is made at the
 	// resume (internal/bootclock).
 	tick := bootclock.NewTicker(r)
 	defer tick.Stop()
-	if !renewAtOnce(t.fence(), t.c.cfg.Now(), r) {
+	if renewAtOnce(t.fence(), t.c.cfg.Now(), r) {
+		attempt()
+	}
+	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
-		}
-	}
-	for {
-		err := t.renewOnce(ctx, r)
-		if errors.Is(err, ErrLeaseLost) {
-			t.c.log.Warn("lease lost", "key", t.Key)
-			return err
+			attempt()
+		case err := <-results:
+			switch {
+			case errors.Is(err, ErrLeaseLost):
+				t.c.log.Warn("lease lost", "key", t.Key)
+				return err
+			case err == nil:
+				if failing {
+					t.c.log.Info("renewal recovered")
+					failing = false
+				}
+				if t.c.log.IsTrace() { // its arguments cost allocations at every renewal
+					t.c.log.Trace("renewed", "lease", leaseHex(t.Lease), "deadline_in", t.Deadline()-t.c.cfg.Now())
+				}
+			case ctx.Err() == nil && !failing:
+				t.c.log.Warn("renewal failed", "error", err)
+				failing = true
+			}
 		}
 		if d := t.Deadline(); ctx.Err() == nil && t.tell(d, told, r) {
 			onRenew(d)
 			told = d
 		}
-		switch {
-		case err == nil:
-			if failing {
-				t.c.log.Info("renewal recovered")
-				failing = false
-			}
-			if t.c.log.IsTrace() { // its arguments cost allocations at every renewal
-				t.c.log.Trace("renewed", "lease", leaseHex(t.Lease), "deadline_in", t.Deadline()-t.c.cfg.Now())
-			}
-		case ctx.Err() == nil && !failing:
-			t.c.log.Warn("renewal failed", "error", err)
-			failing = true
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
 	}
 }
+
+// errFencePassed ends the renewal attempts whose answers came too late to
+// move the fence.
+var errFencePassed = errors.New("no answer before the fence point")
 
 // renewAtOnce is renewLoop's rule for its first attempt. A term starts
 // with a deadline already, from its last renewal while waiting or from the
@@ -88,10 +124,11 @@ func renewAtOnce(f fence.Fence, now, r time.Duration) bool {
 // tell is Hold's rule for handing deadline d to the keeper, which last got
 // told (0: nothing yet): when d moved on by a quarter of the outage
 // tolerance T - (K+m) - r, or when told puts the fence point less than 3r
-// ahead. Attempts end at most 2r apart, so while etcd is unreachable the
-// last deadline still reaches the keeper in time and the fence fires when
-// it would with every renewal handed over; the keeper is woken a few times
-// per outage tolerance instead of at every renewal.
+// ahead. The rule is asked at every tick and every answer, at most r apart,
+// so while etcd is unreachable the last deadline still reaches the keeper
+// in time and the fence fires when it would with every renewal handed
+// over; the keeper is woken a few times per outage tolerance instead of at
+// every renewal.
 func (t *Term) tell(d, told, r time.Duration) bool {
 	if d <= told {
 		return false

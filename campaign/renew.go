@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/peer"
 )
 
 // renewPause is the first pause before an attempt sends again on a fresh
@@ -19,10 +20,6 @@ import (
 // doubles with each try, so that a member that refuses every new stream at
 // once (no leader) is not asked in a tight loop.
 const renewPause = 50 * time.Millisecond
-
-// errUnanswered ends a stream on which a renewal got no answer within its
-// attempt's bound.
-var errUnanswered = errors.New("lease renewal stream: no answer in time")
 
 // renewals sends every lease renewal of one client over one LeaseKeepAlive
 // stream, opened when first needed and again after it fails, instead of a
@@ -32,6 +29,17 @@ var errUnanswered = errors.New("lease renewal stream: no answer in time")
 // (auth tokens, the TLS refusals of internal/etcdconn/client.go) apply to
 // it, and under clientv3.WithRequireLeader, so that a member that has lost
 // its raft leader refuses it rather than holding renewals it cannot pass on.
+//
+// A quiet stream is replaced, not ended. A stream whose oldest unanswered
+// send has waited longer than the caller's quiet bound, with nothing heard
+// since it was sent, may be on a member that is frozen, or behind a slow
+// link. The next send then goes to a new stream, opened on another member
+// where the client has one (the balancer picks a member per stream; a stream
+// that lands on a member a quiet stream is on is closed and the pick made
+// again). The quiet stream lives on as long as an attempt still waits on
+// it: on a slow link its answers come, late but in time to help. At most
+// one stream per endpoint, plus one, lives at once; at that count the
+// sends stay on the newest stream.
 //
 // Crediting answers: etcd's lease server handles one stream's requests one
 // at a time, in order, and answers each with its lease id (or ends the
@@ -43,15 +51,22 @@ var errUnanswered = errors.New("lease renewal stream: no answer in time")
 // earlier. A send is never forgotten while its stream lives, even once its
 // attempt has given up: forgetting it would credit its late answer to a
 // newer send, with a later send time. Sends die only with their stream, and
-// an answer is only ever matched on the stream it came from.
+// an answer is only ever matched on the stream it came from, so answers on
+// two streams are each credited to their own send.
 type renewals struct {
 	cli *clientv3.Client
+	// open opens a stream on a member none of avoid names, where it can:
+	// openOn on cli, or a test's fake.
+	open func(ctx context.Context, avoid []string) (*keepAliveStream, error)
+	// streams is the most streams that live at once.
+	streams int
 	// turn is held to open a stream or to send on it; a channel, so that a
 	// renewal waiting for its turn still ends with its bound.
 	turn chan struct{}
 
-	mu  sync.Mutex
-	cur *keepAliveStream // nil until opened, and once it failed
+	mu   sync.Mutex
+	cur  *keepAliveStream   // where sends go: nil until opened, and once it failed
+	live []*keepAliveStream // cur and the quiet streams it replaced, while they live
 }
 
 // keepAliveStream is one open LeaseKeepAlive stream and its sends that
@@ -59,16 +74,23 @@ type renewals struct {
 type keepAliveStream struct {
 	stream pb.Lease_LeaseKeepAliveClient
 	cancel context.CancelCauseFunc
+	member string // the member's address, "" where unknown
 
 	mu      sync.Mutex
 	pending []*renewalSend
-	err     error // why the stream ended; pending is then empty
+	heard   time.Time // when the last answer arrived; zero: none yet
+	waiting int       // attempts waiting for an answer on this stream
+	retired bool      // replaced as cur: it ends once no attempt waits on it
+	err     error     // why the stream ended; pending is then empty
 }
 
 type renewalSend struct {
 	lease clientv3.LeaseID
 	at    time.Duration // boot-clock time, taken before the write
-	done  chan renewalAnswer
+	// wall is when it was written, on the monotonic clock, for telling a
+	// quiet stream: a judgement of health, not of the deadline.
+	wall time.Time
+	done chan renewalAnswer
 }
 
 type renewalAnswer struct {
@@ -84,7 +106,9 @@ func renewalsOf(cli *clientv3.Client) *renewals {
 	if r, ok := byClient.Load(cli); ok {
 		return r.(*renewals)
 	}
-	r, loaded := byClient.LoadOrStore(cli, &renewals{cli: cli, turn: make(chan struct{}, 1)})
+	fresh := &renewals{cli: cli, turn: make(chan struct{}, 1), streams: len(cli.Endpoints()) + 1}
+	fresh.open = fresh.openOn
+	r, loaded := byClient.LoadOrStore(cli, fresh)
 	if !loaded {
 		// A stream opened on the client ends with it; so does the entry.
 		context.AfterFunc(cli.Ctx(), func() { byClient.Delete(cli) })
@@ -95,37 +119,32 @@ func renewalsOf(cli *clientv3.Client) *renewals {
 // renew renews lease once, within bound: it returns the send time of the
 // request etcd answered and the TTL it answered (0 for a lease that is
 // gone). A stream that ends before the bound is replaced and the renewal
-// sent again on the new one. A renewal still unanswered when the bound runs
-// out (and ctx has not ended) ends its stream: a connection that carries
-// nothing (blackholed) is noticed by gRPC's keepalive only after seconds,
-// and a new stream may go to another endpoint meanwhile. Giving up because
-// ctx ended leaves the stream alone, as its caller simply went away.
-func (r *renewals) renew(ctx context.Context, lease clientv3.LeaseID, bound time.Duration, now func() time.Duration) (time.Duration, int64, error) {
+// sent again on the new one. A renewal still unanswered at the bound
+// leaves its send pending on its stream, so that a late answer is still
+// credited to it and to no newer send. quiet is how long a send may go
+// unanswered before the stream counts as quiet (see renewals).
+func (r *renewals) renew(ctx context.Context, lease clientv3.LeaseID, bound, quiet time.Duration, now func() time.Duration) (time.Duration, int64, error) {
 	bctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	pause := renewPause
 	for {
-		ka, s, err := r.send(bctx, lease, now)
+		ka, s, err := r.send(bctx, lease, quiet, now)
 		if err == nil {
+			var a renewalAnswer
 			select {
-			case a := <-s.done:
-				if a.err == nil {
-					return s.at, a.ttl, nil
-				}
-				err = a.err
+			case a = <-s.done:
 			case <-bctx.Done():
 				select {
-				case a := <-s.done:
-					if a.err == nil {
-						return s.at, a.ttl, nil // came in as the bound ran out
-					}
+				case a = <-s.done: // came in as the bound ran out
 				default:
-					if ctx.Err() == nil {
-						r.drop(ka, errUnanswered)
-					}
+					a.err = bctx.Err()
 				}
-				return 0, 0, bctx.Err()
 			}
+			r.leave(ka)
+			if a.err == nil {
+				return s.at, a.ttl, nil
+			}
+			err = a.err
 		}
 		if bctx.Err() != nil {
 			return 0, 0, bctx.Err()
@@ -143,22 +162,19 @@ func (r *renewals) renew(ctx context.Context, lease clientv3.LeaseID, bound time
 }
 
 // send writes one renewal of lease on the current stream, opening one if
-// need be, and returns the stream and the send, which hears its answer.
-func (r *renewals) send(ctx context.Context, lease clientv3.LeaseID, now func() time.Duration) (*keepAliveStream, *renewalSend, error) {
+// there is none or the current one is quiet, and returns the stream and the
+// send, which hears its answer. The caller waits on the stream until it
+// calls leave.
+func (r *renewals) send(ctx context.Context, lease clientv3.LeaseID, quiet time.Duration, now func() time.Duration) (*keepAliveStream, *renewalSend, error) {
 	select {
 	case r.turn <- struct{}{}:
 	case <-ctx.Done():
 		return nil, nil, ctx.Err()
 	}
 	defer func() { <-r.turn }()
-	r.mu.Lock()
-	ka := r.cur
-	r.mu.Unlock()
-	if ka == nil {
-		var err error
-		if ka, err = r.open(ctx); err != nil {
-			return nil, nil, err
-		}
+	ka, err := r.stream(ctx, quiet)
+	if err != nil {
+		return nil, nil, err
 	}
 	s := &renewalSend{lease: lease, done: make(chan renewalAnswer, 1)}
 	ka.mu.Lock()
@@ -167,14 +183,15 @@ func (r *renewals) send(ctx context.Context, lease clientv3.LeaseID, now func() 
 		ka.mu.Unlock()
 		return nil, nil, err
 	}
-	s.at = now()
+	s.at, s.wall = now(), time.Now()
 	ka.pending = append(ka.pending, s)
+	ka.waiting++
 	ka.mu.Unlock()
 	// A write that cannot go out (flow control on a connection that
 	// carries nothing) must not hold the turn past ctx: ending the stream
 	// ends the write.
-	stop := context.AfterFunc(ctx, func() { r.drop(ka, errUnanswered) })
-	err := ka.stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(lease)})
+	stop := context.AfterFunc(ctx, func() { r.drop(ka, ctx.Err()) })
+	err = ka.stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(lease)})
 	stop()
 	// io.EOF says the stream has ended; the receiver hears why and
 	// answers every pending send with it.
@@ -184,25 +201,102 @@ func (r *renewals) send(ctx context.Context, lease clientv3.LeaseID, now func() 
 	return ka, s, nil
 }
 
-// open opens a stream, giving up when ctx ends. The stream itself lives
-// with the client, not with ctx, since later renewals use it too.
-func (r *renewals) open(ctx context.Context) (*keepAliveStream, error) {
-	sctx, cancel := context.WithCancelCause(clientv3.WithRequireLeader(r.cli.Ctx()))
-	stop := context.AfterFunc(ctx, func() { cancel(ctx.Err()) })
-	stream, err := pb.NewLeaseClient(r.cli.ActiveConnection()).LeaseKeepAlive(sctx, grpc.WaitForReady(true))
-	if !stop() && err == nil {
-		err = ctx.Err()
+// stream is the stream to send on: cur, unless there is none or it is
+// quiet and another may be opened.
+func (r *renewals) stream(ctx context.Context, quiet time.Duration) (*keepAliveStream, error) {
+	r.mu.Lock()
+	ka := r.cur
+	var avoid []string // members that quiet streams are on
+	for _, l := range r.live {
+		if l.quiet(quiet) && l.member != "" {
+			avoid = append(avoid, l.member)
+		}
 	}
+	room := len(r.live) < r.streams
+	r.mu.Unlock()
+	if ka != nil && (!room || !ka.quiet(quiet)) {
+		return ka, nil
+	}
+	fresh, err := r.open(ctx, avoid)
 	if err != nil {
-		cancel(err)
+		if ka != nil {
+			return ka, nil // a quiet stream is still better than none
+		}
 		return nil, err
 	}
-	ka := &keepAliveStream{stream: stream, cancel: cancel}
 	r.mu.Lock()
-	r.cur = ka
+	old := r.cur
+	r.cur = fresh
+	r.live = append(r.live, fresh)
 	r.mu.Unlock()
-	go r.receive(ka)
-	return ka, nil
+	if old != nil {
+		r.retire(old)
+	}
+	return fresh, nil
+}
+
+// quiet says whether ka's oldest unanswered send is at least bound old
+// with nothing heard on ka since it was sent.
+func (ka *keepAliveStream) quiet(bound time.Duration) bool {
+	ka.mu.Lock()
+	defer ka.mu.Unlock()
+	return len(ka.pending) > 0 && time.Since(ka.pending[0].wall) >= bound && ka.heard.Before(ka.pending[0].wall)
+}
+
+// retire marks ka as replaced, ending it at once when no attempt waits on
+// it.
+func (r *renewals) retire(ka *keepAliveStream) {
+	ka.mu.Lock()
+	ka.retired = true
+	idle := ka.waiting == 0
+	ka.mu.Unlock()
+	if idle {
+		r.drop(ka, errRetired)
+	}
+}
+
+// errRetired ends a stream that was replaced and that no attempt waits on.
+var errRetired = errors.New("lease renewal stream: replaced")
+
+// leave records that an attempt waits no longer on ka; a retired stream
+// ends with its last attempt.
+func (r *renewals) leave(ka *keepAliveStream) {
+	ka.mu.Lock()
+	ka.waiting--
+	idle := ka.retired && ka.waiting == 0
+	ka.mu.Unlock()
+	if idle {
+		r.drop(ka, errRetired)
+	}
+}
+
+// openOn opens a stream on r.cli, giving up when ctx ends, on a member none
+// of avoid names where the balancer offers one within a few picks. The
+// stream itself lives with the client, not with ctx, since later renewals
+// use it too.
+func (r *renewals) openOn(ctx context.Context, avoid []string) (*keepAliveStream, error) {
+	for picks := 2 * len(r.cli.Endpoints()); ; picks-- {
+		sctx, cancel := context.WithCancelCause(clientv3.WithRequireLeader(r.cli.Ctx()))
+		stop := context.AfterFunc(ctx, func() { cancel(ctx.Err()) })
+		stream, err := pb.NewLeaseClient(r.cli.ActiveConnection()).LeaseKeepAlive(sctx, grpc.WaitForReady(true))
+		if !stop() && err == nil {
+			err = ctx.Err()
+		}
+		if err != nil {
+			cancel(err)
+			return nil, err
+		}
+		ka := &keepAliveStream{stream: stream, cancel: cancel}
+		if p, ok := peer.FromContext(stream.Context()); ok && p.Addr != nil {
+			ka.member = p.Addr.String()
+		}
+		if picks > 1 && ka.member != "" && slices.Contains(avoid, ka.member) {
+			cancel(errRetired)
+			continue
+		}
+		go r.receive(ka)
+		return ka, nil
+	}
 }
 
 // receive hands each answer to its send until the stream ends.
@@ -219,6 +313,7 @@ func (r *renewals) receive(ka *keepAliveStream) {
 		if i >= 0 {
 			s = ka.pending[i]
 			ka.pending = slices.Delete(ka.pending, i, i+1)
+			ka.heard = time.Now()
 		}
 		ka.mu.Unlock()
 		if s != nil {
@@ -234,6 +329,7 @@ func (r *renewals) drop(ka *keepAliveStream, err error) {
 	if r.cur == ka {
 		r.cur = nil
 	}
+	r.live = slices.DeleteFunc(r.live, func(l *keepAliveStream) bool { return l == ka })
 	r.mu.Unlock()
 	ka.mu.Lock()
 	if ka.err != nil {

@@ -82,13 +82,27 @@ func (f *fakeStream) awaitSend(t *testing.T, want clientv3.LeaseID) {
 }
 
 // withFake returns renewals whose current stream is f, as open would set
-// it up.
-func withFake(f *fakeStream) (*renewals, *keepAliveStream) {
-	r := &renewals{turn: make(chan struct{}, 1)}
-	ka := &keepAliveStream{stream: f, cancel: func(err error) { f.close(err) }}
-	r.cur = ka
-	go r.receive(ka)
+// it up; a stream it opens later is the next of more, and none once they
+// are used up.
+func withFake(f *fakeStream, more ...*fakeStream) (*renewals, *keepAliveStream) {
+	r := &renewals{turn: make(chan struct{}, 1), streams: 2}
+	r.open = func(context.Context, []string) (*keepAliveStream, error) {
+		if len(more) == 0 {
+			return nil, errors.New("no more fake streams")
+		}
+		ka := fakeKeepAlive(r, more[0])
+		more = more[1:]
+		return ka, nil
+	}
+	ka := fakeKeepAlive(r, f)
+	r.cur, r.live = ka, []*keepAliveStream{ka}
 	return r, ka
+}
+
+func fakeKeepAlive(r *renewals, f *fakeStream) *keepAliveStream {
+	ka := &keepAliveStream{stream: f, cancel: func(err error) { f.close(err) }}
+	go r.receive(ka)
+	return ka
 }
 
 func (r *renewals) current() *keepAliveStream {
@@ -113,10 +127,13 @@ type renewResult struct {
 	err error
 }
 
-func renewAsync(r *renewals, ctx context.Context, lease clientv3.LeaseID, bound time.Duration, now func() time.Duration) <-chan renewResult {
+// never is a quiet bound that no test reaches.
+const never = time.Hour
+
+func renewAsync(r *renewals, ctx context.Context, lease clientv3.LeaseID, bound, quiet time.Duration, now func() time.Duration) <-chan renewResult {
 	out := make(chan renewResult, 1)
 	go func() {
-		at, ttl, err := r.renew(ctx, lease, bound, now)
+		at, ttl, err := r.renew(ctx, lease, bound, quiet, now)
 		out <- renewResult{at, ttl, err}
 	}()
 	return out
@@ -149,7 +166,7 @@ func TestRenewalAnswersCreditedInOrder(t *testing.T) {
 	// A renewal of L sent at 1s whose caller goes away before the answer.
 	clock.Store(int64(1 * time.Second))
 	gone, leave := context.WithCancel(context.Background())
-	abandoned := renewAsync(r, gone, L, time.Hour, now)
+	abandoned := renewAsync(r, gone, L, time.Hour, never, now)
 	f.awaitSend(t, L)
 	// The turn comes back only once the write has returned: a caller that
 	// leaves while its write is still under way (it may be stuck) ends the
@@ -166,10 +183,10 @@ func TestRenewalAnswersCreditedInOrder(t *testing.T) {
 	// Renewals of M at 2s and of L at 3s; etcd answers the three in order,
 	// the abandoned one with TTL 10, the last one with TTL 20.
 	clock.Store(int64(2 * time.Second))
-	m := renewAsync(r, context.Background(), M, time.Hour, now)
+	m := renewAsync(r, context.Background(), M, time.Hour, never, now)
 	f.awaitSend(t, M)
 	clock.Store(int64(3 * time.Second))
-	l := renewAsync(r, context.Background(), L, time.Hour, now)
+	l := renewAsync(r, context.Background(), L, time.Hour, never, now)
 	f.awaitSend(t, L)
 	f.answer(t, L, 10)
 	f.answer(t, M, 15)
@@ -182,9 +199,10 @@ func TestRenewalAnswersCreditedInOrder(t *testing.T) {
 	}
 }
 
-// A renewal that gets no answer within its bound ends its stream, so that
-// the next renewal opens a new one. A stream that fails answers every send
-// pending on it with etcd's error.
+// A renewal that gets no answer within its bound leaves its stream alone
+// and its send pending: on a slow link the answer still comes, and must be
+// credited to that send, not to the next. A stream that fails answers
+// every send pending on it with etcd's error.
 func TestRenewalStreamEnds(t *testing.T) {
 	var clock atomic.Int64
 	now := func() time.Duration { return time.Duration(clock.Add(1)) }
@@ -193,30 +211,38 @@ func TestRenewalStreamEnds(t *testing.T) {
 	t.Run("unanswered", func(t *testing.T) {
 		f := newFakeStream()
 		r, ka := withFake(f)
-		res := awaitRenew(t, renewAsync(r, context.Background(), L, 50*time.Millisecond, now))
+		defer f.close(errors.New("test over"))
+		res := awaitRenew(t, renewAsync(r, context.Background(), L, 50*time.Millisecond, never, now))
 		if !errors.Is(res.err, context.DeadlineExceeded) {
 			t.Fatalf("unanswered renewal = %+v, want context.DeadlineExceeded", res)
 		}
+		f.awaitSend(t, L)
 		select {
 		case <-f.ended:
+			t.Fatal("an attempt's bound ended its stream")
 		default:
-			t.Error("the stream was not ended")
 		}
-		cur := r.current()
 		ka.mu.Lock()
-		defer ka.mu.Unlock()
-		if cur != nil || !errors.Is(ka.err, errUnanswered) || len(ka.pending) != 0 {
-			t.Errorf("after the bound: current stream %p, its error %v, %d pending; want none, errUnanswered, 0",
-				cur, ka.err, len(ka.pending))
+		pending := len(ka.pending)
+		ka.mu.Unlock()
+		if r.current() != ka || pending != 1 {
+			t.Fatalf("after the bound: current stream %p (want %p), %d pending (want 1)", r.current(), ka, pending)
+		}
+		l := renewAsync(r, context.Background(), L, time.Hour, never, now)
+		f.awaitSend(t, L)
+		f.answer(t, L, 10) // the late answer to the first send
+		f.answer(t, L, 20)
+		if res := awaitRenew(t, l); res.err != nil || res.ttl != 20 {
+			t.Fatalf("renewal after an unanswered one = %+v, want TTL 20: the late answer was credited to it", res)
 		}
 	})
 
 	t.Run("failed", func(t *testing.T) {
 		f := newFakeStream()
 		r, _ := withFake(f)
-		l := renewAsync(r, context.Background(), L, time.Hour, now)
+		l := renewAsync(r, context.Background(), L, time.Hour, never, now)
 		f.awaitSend(t, L)
-		m := renewAsync(r, context.Background(), M, time.Hour, now)
+		m := renewAsync(r, context.Background(), M, time.Hour, never, now)
 		f.awaitSend(t, M)
 		f.close(rpctypes.ErrGRPCPermissionDenied)
 		for _, ch := range []<-chan renewResult{l, m} {
@@ -225,6 +251,59 @@ func TestRenewalStreamEnds(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A stream whose renewal goes unanswered past the quiet bound is replaced
+// for the next send, and lives on while an attempt waits on it. Answers on
+// the two streams are each credited to their own send: the late answer on
+// the quiet stream to its older send time, never to the newer send of the
+// other stream, so overlapping attempts never count a TTL from a send time
+// later than the request etcd renewed for.
+func TestQuietStreamReplaced(t *testing.T) {
+	var clock atomic.Int64
+	now := func() time.Duration { return time.Duration(clock.Load()) }
+	const L = clientv3.LeaseID(0x10)
+	const quiet = 20 * time.Millisecond
+	a, b := newFakeStream(), newFakeStream()
+	r, ka := withFake(a, b)
+	defer a.close(errors.New("test over"))
+	defer b.close(errors.New("test over"))
+
+	clock.Store(int64(1 * time.Second))
+	first := renewAsync(r, context.Background(), L, time.Hour, quiet, now)
+	a.awaitSend(t, L)
+	awaitTurnFree(t, r)
+	time.Sleep(2 * quiet) // the quiet bound is the subject: it must pass unanswered
+	clock.Store(int64(2 * time.Second))
+	second := renewAsync(r, context.Background(), L, time.Hour, quiet, now)
+	b.awaitSend(t, L)
+	if r.current() == ka {
+		t.Fatal("the send went to a new stream, but the quiet one is still current")
+	}
+	select {
+	case <-a.ended:
+		t.Fatal("the quiet stream ended while an attempt waited on it")
+	default:
+	}
+	b.answer(t, L, 10)
+	if res := awaitRenew(t, second); res.err != nil || res.at != 2*time.Second {
+		t.Fatalf("renewal on the new stream = %+v, want sent at 2s", res)
+	}
+	a.answer(t, L, 10)
+	if res := awaitRenew(t, first); res.err != nil || res.at != 1*time.Second || res.ttl != 10 {
+		t.Fatalf("late renewal on the quiet stream = %+v, want sent at 1s with TTL 10", res)
+	}
+	select {
+	case <-a.ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the quiet stream lived on once no attempt waited on it")
+	}
+	third := renewAsync(r, context.Background(), L, time.Hour, quiet, now)
+	b.awaitSend(t, L)
+	b.answer(t, L, 10)
+	if res := awaitRenew(t, third); res.err != nil {
+		t.Fatalf("renewal after the replacement = %+v", res)
+	}
 }
 
 // A new leader's first renewal comes at once only when its deadline's

@@ -94,8 +94,10 @@ func TestRenewals(t *testing.T) {
 	})
 
 	// A connection that carries nothing: no renewal counts, so the
-	// deadline stands still, each attempt failing at its bound r; once
-	// etcd is reachable again, renewals resume.
+	// deadline stands still. The attempts made meanwhile wait for as long
+	// as their answer could still help, up to the fence point, instead of
+	// failing at r as if a slow answer were none. Once etcd is reachable
+	// again, renewals resume.
 	t.Run("blackholed", func(t *testing.T) {
 		t.Parallel()
 		p := newProxy(t, cluster)
@@ -109,19 +111,50 @@ func TestRenewals(t *testing.T) {
 		atLeast(t, &n.ok, 2, held, "renewals")
 		p.Blackhole()
 		defer p.Pass()
-		atLeast(t, &n.failed, 1, held, "failed renewals")
 		ok, failed, d := n.ok.Load(), n.failed.Load(), a.Deadline()
+		// The fence point is d - K - m, over 3s after the last renewal;
+		// 3r is well short of it.
 		time.Sleep(3 * r)
 		if n.ok.Load() != ok || a.Deadline() != d {
 			t.Fatalf("while blackholed: %d renewals counted, deadline moved by %s", n.ok.Load()-ok, a.Deadline()-d)
 		}
-		if n.failed.Load() < failed+2 {
-			t.Errorf("%d renewals failed in 3r while blackholed, want at least 2: attempts are bounded by r", n.failed.Load()-failed)
+		if n.failed.Load() != failed {
+			t.Errorf("%d renewals failed in 3r while blackholed, want none before the fence point: attempts end at r",
+				n.failed.Load()-failed)
 		}
 		p.Pass()
 		atLeast(t, &n.ok, ok+1, held, "renewals after the blackhole")
 		if a.Deadline() <= d {
 			t.Errorf("a renewal counted after the blackhole but the deadline did not move")
+		}
+	})
+
+	// A round trip longer than the renewal interval, with the fence point
+	// still ahead of it: every answer arrives in time to count, so no
+	// attempt fails and the deadline keeps moving. Attempts bounded by r
+	// would all fail here, and the fence would fire while etcd renews.
+	t.Run("slow-link", func(t *testing.T) {
+		t.Parallel()
+		p := newProxy(t, cluster)
+		f := newFixture(t, etcdtest.NewClient(t, p.Addr()))
+		f.ttl = 3 * time.Second // T - K - m - r = 1.7s, above the round trip
+		var n tally
+		f.renewed = n.hear
+		a := f.lead()
+		held := hold(a)
+		atLeast(t, &n.ok, 2, held, "renewals")
+		p.Delay(500 * time.Millisecond) // a round trip of 1s, over 3r
+		defer p.Delay(0)
+		ok, failed, d := n.ok.Load(), n.failed.Load(), a.Deadline()
+		atLeast(t, &n.ok, ok+10, held, "renewals behind the slow link")
+		if n.failed.Load() != failed {
+			t.Errorf("%d renewals failed behind a round trip the fence leaves room for", n.failed.Load()-failed)
+		}
+		if a.Deadline() <= d {
+			t.Errorf("renewals counted behind the slow link but the deadline did not move")
+		}
+		if a.Deadline()-(750+250)*time.Millisecond <= bootclock.Now() { // the fixture's K + m
+			t.Errorf("the fence point passed behind the slow link")
 		}
 	})
 

@@ -90,7 +90,8 @@ func (t *Term) setDeadline(d time.Duration) {
 }
 
 // renewOnce renews the lease with one attempt bounded by bound, over the
-// client's renewal stream (see renewals).
+// client's renewal streams (see renewals); a stream counts as quiet after
+// the renewal interval.
 //
 // Why the deadline, send time + granted TTL on the boot clock, is never
 // later than etcd's expiry (docs/design.md, "One term, step by step", step
@@ -104,12 +105,15 @@ func (t *Term) setDeadline(d time.Duration) {
 func (t *Term) renewOnce(ctx context.Context, bound time.Duration) error {
 	start := t.c.cfg.Now()
 	done := t.c.reach.begin()
-	sent, ttl, err := t.c.renewals.renew(ctx, t.Lease, bound, t.c.cfg.Now)
+	sent, ttl, err := t.c.renewals.renew(ctx, t.Lease, bound, RenewInterval(t.TTL), t.c.cfg.Now)
 	if err == nil && ttl <= 0 {
 		err = rpctypes.ErrLeaseNotFound
 	}
 	done(ctx, err)
-	if o := t.c.cfg.Observer; o != nil && ctx.Err() == nil {
+	if ctx.Err() != nil && context.Cause(ctx) == errFencePassed {
+		err = errFencePassed
+	}
+	if o := t.c.cfg.Observer; o != nil && (ctx.Err() == nil || err == errFencePassed) {
 		o.Renewed(t.c.cfg.Now()-start, err)
 	}
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {

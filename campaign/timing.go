@@ -25,8 +25,9 @@ type Timing struct {
 	FenceMargin time.Duration // m
 }
 
-// RenewInterval is the leader's renewal cadence r = min(T/10, 1s); each
-// attempt is also bounded by r.
+// RenewInterval is the leader's renewal cadence r = min(T/10, 1s), and how
+// long a renewal stream may leave a send unanswered before it counts as
+// quiet.
 func RenewInterval(ttl time.Duration) time.Duration { return min(ttl/10, maxRenewInterval) }
 
 // DefaultFenceMargin is m = max(250ms, T/20): the keeper's tick, scheduling

@@ -139,9 +139,12 @@ func (l *lines) snapshot() ([]string, bool, chan struct{}) {
 }
 
 // find returns the first line containing substr, if any yet.
-func (l *lines) find(substr string) (string, bool) {
+func (l *lines) find(substr string) (string, bool) { return l.findFrom(substr, 0) }
+
+// findFrom is find among the lines from index from (see mark) on.
+func (l *lines) findFrom(substr string, from int) (string, bool) {
 	all, _, _ := l.snapshot()
-	for _, s := range all {
+	for _, s := range all[min(from, len(all)):] {
 		if strings.Contains(s, substr) {
 			return s, true
 		}

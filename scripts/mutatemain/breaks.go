@@ -243,6 +243,27 @@ var breaks = []breakage{
 		pkg: "./campaign", tests: "^TestRenewalAnswersCreditedInOrder$",
 	},
 	{
+		name: "renewal: attempts live until the fence point", file: "campaign/hold.go",
+		why: "each attempt gives up after the renewal interval, so behind a round trip longer than that no answer counts and the fence fires while etcd renews",
+		old: "\t\t\tbound, ahead = t.TTL, true\n",
+		new: "\t\t\tbound, ahead = r, true\n",
+		pkg: "./campaign", tests: "^TestRenewals$",
+	},
+	{
+		name: "renewal: a quiet stream is replaced", file: "campaign/renew.go",
+		why: "sends stay on a stream that answers nothing, as on a frozen member, until gRPC's keepalive gives up on it",
+		old: "\tif ka != nil && (!room || !ka.quiet(quiet)) {\n",
+		new: "\tif _ = room; ka != nil {\n",
+		pkg: "./campaign", tests: "^TestQuietStreamReplaced$",
+	},
+	{
+		name: "renewal: a replaced stream lives while awaited", file: "campaign/renew.go",
+		why: "a quiet stream is ended as it is replaced, so its late answers, which on a slow link still count, are lost",
+		old: "\tidle := ka.waiting == 0\n",
+		new: "\tidle := true\n",
+		pkg: "./campaign", tests: "^TestQuietStreamReplaced$",
+	},
+	{
 		name: "keeper told the deadline as it moves", file: "campaign/hold.go",
 		why: "after its first renewal the leader never hands its keeper a new deadline, so the fence fires while the term holds",
 		old: "\treturn told == 0 || d-told >= step || f.SignalAt()-t.c.cfg.Now() < 3*r\n",
