@@ -42,7 +42,15 @@ func (t *Term) renewLoop(ctx context.Context, onRenew func(time.Duration)) error
 	var attempts sync.WaitGroup
 	defer attempts.Wait()
 	defer cancel()
-	results := make(chan error)
+	// An attempt's result carries its number: one that failed after a
+	// later attempt succeeded (it was sent on a quiet stream) is no
+	// failure of the term's renewals.
+	type result struct {
+		n   int
+		err error
+	}
+	results := make(chan result)
+	started, succeeded := 0, 0
 	// Attempts made while the fence point is ahead live until it passes
 	// (ahead says some did): the tick that sees it passed ends them, as
 	// their answers can no longer help, and starts a new generation.
@@ -61,10 +69,12 @@ func (t *Term) renewLoop(ctx context.Context, onRenew func(time.Duration)) error
 			bound, ahead = t.TTL, true
 		}
 		g := gen
+		started++
+		n := started
 		attempts.Go(func() {
 			err := t.renewOnce(g, bound)
 			select {
-			case results <- err:
+			case results <- result{n, err}:
 			case <-ctx.Done():
 			}
 		})
@@ -82,12 +92,13 @@ func (t *Term) renewLoop(ctx context.Context, onRenew func(time.Duration)) error
 			return ctx.Err()
 		case <-tick.C:
 			attempt()
-		case err := <-results:
-			switch {
+		case res := <-results:
+			switch err := res.err; {
 			case errors.Is(err, ErrLeaseLost):
 				t.c.log.Warn("lease lost", "key", t.Key)
 				return err
 			case err == nil:
+				succeeded = max(succeeded, res.n)
 				if failing {
 					t.c.log.Info("renewal recovered")
 					failing = false
@@ -95,7 +106,7 @@ func (t *Term) renewLoop(ctx context.Context, onRenew func(time.Duration)) error
 				if t.c.log.IsTrace() { // its arguments cost allocations at every renewal
 					t.c.log.Trace("renewed", "lease", leaseHex(t.Lease), "deadline_in", t.Deadline()-t.c.cfg.Now())
 				}
-			case ctx.Err() == nil && !failing:
+			case ctx.Err() == nil && !failing && res.n > succeeded:
 				t.c.log.Warn("renewal failed", "error", err)
 				failing = true
 			}

@@ -126,16 +126,20 @@ func (t *Term) renewOnce(ctx context.Context, bound time.Duration) error {
 	return nil
 }
 
-// renewWhileWaiting keeps a waiting candidate's lease alive every T/3. A lease
-// that is gone ends the term: its keys went with it.
+// renewWhileWaiting keeps a waiting candidate's lease alive every T/3, and
+// after a failed attempt again at the next renewal interval, by when a
+// quiet stream has been replaced (see renewals). A lease that is gone ends
+// the term: its keys went with it.
 func (t *Term) renewWhileWaiting(ctx context.Context) {
 	every := t.TTL / 3
+	next := every
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(every):
+		case <-time.After(next):
 		}
+		next = every
 		if err := t.renewOnce(ctx, every); err != nil {
 			if errors.Is(err, ErrLeaseLost) || Permanent(err) {
 				t.c.log.Warn("lease lost while waiting", "key", t.Key)
@@ -144,6 +148,7 @@ func (t *Term) renewWhileWaiting(ctx context.Context) {
 			}
 			if ctx.Err() == nil {
 				t.c.log.Warn("renewal failed", "error", err)
+				next = RenewInterval(t.TTL)
 			}
 		}
 	}

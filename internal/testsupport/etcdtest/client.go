@@ -103,3 +103,26 @@ func (c *Cluster) RaftLeader(tb testing.TB) int {
 		<-tick.C
 	}
 }
+
+// MoveLeader hands the raft leadership to member to and waits until a
+// quorum agrees on it.
+func (c *Cluster) MoveLeader(tb testing.TB, to int) {
+	tb.Helper()
+	from := c.RaftLeader(tb)
+	if from == to {
+		return
+	}
+	cli, err := newClient(c.Member(from).clientAddr)
+	if err != nil {
+		tb.Fatalf("etcdtest: new client: %v", err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	if _, err := cli.MoveLeader(ctx, c.Member(to).memberID()); err != nil {
+		tb.Fatalf("etcdtest: move the raft leadership to %s: %v", c.Member(to).name, err)
+	}
+	if got := c.RaftLeader(tb); got != to {
+		tb.Fatalf("etcdtest: raft leader is member %d after moving it to %d", got, to)
+	}
+}

@@ -202,3 +202,31 @@ func (m *Member) GRPCCount(tb testing.TB, metric, method string) int {
 	}
 	return n
 }
+
+// Freeze stops the member with SIGSTOP, as a frozen VM, a long GC pause or
+// a stalled disk would: its connections stay open and carry nothing. The
+// member is thawed when the test ends, if Thaw has not been called.
+func (m *Member) Freeze(tb testing.TB) {
+	tb.Helper()
+	p := m.running()
+	if p == nil {
+		tb.Fatalf("etcdtest: freeze %s: not running", m.name)
+	}
+	p.signal(syscall.SIGSTOP)
+	tb.Cleanup(func() { p.signal(syscall.SIGCONT) })
+}
+
+// Thaw resumes a frozen member with SIGCONT.
+func (m *Member) Thaw(tb testing.TB) {
+	tb.Helper()
+	if p := m.running(); p != nil {
+		p.signal(syscall.SIGCONT)
+	}
+}
+
+// OpenStreams is how many streams of a gRPC method the member has open
+// now: those it saw opened less those it saw end.
+func (m *Member) OpenStreams(tb testing.TB, method string) int {
+	tb.Helper()
+	return m.GRPCCount(tb, "grpc_server_started_total", method) - m.GRPCCount(tb, "grpc_server_handled_total", method)
+}
