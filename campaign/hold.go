@@ -36,7 +36,11 @@ func (t *Term) Hold(ctx context.Context, onRenew func(deadline time.Duration)) e
 // gone (ErrLeaseLost). Each attempt's request runs under ctx itself.
 func (t *Term) renewLoop(ctx context.Context, onRenew func(time.Duration)) error {
 	r := RenewInterval(t.TTL)
-	failing := false
+	failing := false // a failure or a stall was logged, and no recovery since
+	// Attempts now wait for as long as they can help, so a stall would be
+	// logged only at the fence point: one with no answer for 3r is logged
+	// as it happens.
+	answered := t.c.cfg.Now()
 	var told time.Duration // the last deadline handed to onRenew; 0: none yet
 	ctx, cancel := context.WithCancel(ctx)
 	var attempts sync.WaitGroup
@@ -92,6 +96,10 @@ func (t *Term) renewLoop(ctx context.Context, onRenew func(time.Duration)) error
 			return ctx.Err()
 		case <-tick.C:
 			attempt()
+			if since := t.c.cfg.Now() - answered; !failing && since >= 3*r {
+				t.c.log.Warn("renewal unanswered", "for", since.Round(time.Millisecond))
+				failing = true
+			}
 		case res := <-results:
 			switch err := res.err; {
 			case errors.Is(err, ErrLeaseLost):
@@ -99,6 +107,7 @@ func (t *Term) renewLoop(ctx context.Context, onRenew func(time.Duration)) error
 				return err
 			case err == nil:
 				succeeded = max(succeeded, res.n)
+				answered = t.c.cfg.Now()
 				if failing {
 					t.c.log.Info("renewal recovered")
 					failing = false

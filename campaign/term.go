@@ -1,6 +1,7 @@
 package campaign
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -168,7 +169,7 @@ func (t *Term) Revoke() {
 	ctx, cancel := context.WithTimeout(context.Background(), t.c.cfg.RequestTimeout)
 	defer cancel()
 	trace.Mark("campaign.revoke")
-	_, err := t.c.cfg.Client.Revoke(ctx, t.Lease)
+	err := t.revoke(ctx)
 	trace.Mark("campaign.revoked")
 	// The guard's goroutines end with the term's context, ended above, and
 	// its watches with their stream, closed after the revoke: the revoke
@@ -192,6 +193,43 @@ func (t *Term) Revoke() {
 	case <-guarded:
 	case <-bound.C:
 		t.c.log.Warn("the term's guard did not end in time", "key", t.Key)
+	}
+}
+
+// revoke revokes the lease, sending the request again every renewal
+// interval while none is answered: the balancer may have sent it to a
+// frozen member, whose connection looks healthy, while the next candidate
+// waits for the lease to go. A revoke is idempotent, and the first answer
+// counts; one that finds the lease gone already is a success.
+func (t *Term) revoke(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := make(chan error)
+	send := func() {
+		go func() {
+			_, err := t.c.cfg.Client.Revoke(ctx, t.Lease)
+			select {
+			case results <- err:
+			case <-ctx.Done():
+			}
+		}()
+	}
+	again := time.NewTicker(RenewInterval(t.TTL))
+	defer again.Stop()
+	send()
+	var last error
+	for {
+		select {
+		case err := <-results:
+			if err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound) || Permanent(err) {
+				return err
+			}
+			last = err
+		case <-again.C:
+			send()
+		case <-ctx.Done():
+			return cmp.Or(last, ctx.Err())
+		}
 	}
 }
 

@@ -158,7 +158,7 @@ func TestEtcdOutageShortThenLong(t *testing.T) {
 	cluster, e, p, c1, c2 := leaderPair(t, slow, "-ignore-term")
 	_, before := c1.log.waitFor(t, "c1", "renewed", 0)
 	p.Blackhole()
-	_, i := c1.log.waitFor(t, "c1", "renewal failed", before)
+	_, i := c1.log.waitFor(t, "c1", "renewal unanswered", before)
 	// The fault itself lasts a while; this sleep is the outage, not a wait
 	// for an event. 1s is well inside the 3.6s tolerance.
 	time.Sleep(time.Second)

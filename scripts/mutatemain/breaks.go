@@ -264,6 +264,13 @@ var breaks = []breakage{
 		pkg: "./campaign", tests: "^TestQuietStreamReplaced$",
 	},
 	{
+		name: "revoke: sent again past a silent member", file: "campaign/term.go",
+		why: "a revoke the balancer sent to a frozen member waits out the request timeout, and the next candidate waits for the lease's expiry",
+		old: "\t\tcase <-again.C:\n\t\t\tsend()\n",
+		new: "\t\tcase <-again.C:\n",
+		pkg: "./campaign", tests: "^TestRevokeResentPastSilentMember$",
+	},
+	{
 		name: "keeper told the deadline as it moves", file: "campaign/hold.go",
 		why: "after its first renewal the leader never hands its keeper a new deadline, so the fence fires while the term holds",
 		old: "\treturn told == 0 || d-told >= step || f.SignalAt()-t.c.cfg.Now() < 3*r\n",
