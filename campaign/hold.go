@@ -15,9 +15,9 @@ import (
 // resign is requested (ErrResigned), etcd refuses the guard's reads (a
 // permanent error) or ctx ends. It starts a renewal every r = min(T/10,
 // 1s), without waiting for the one before: each attempt lives for as long
-// as its answer can still help, until the fence point of the deadline it
-// started from (and at least r), so that a round trip longer than r still
-// renews the lease, and attempts overlap. Renewal errors alone never end
+// as its answer can still help, until the fence point of the deadline (as
+// it moves) passes, so that a round trip longer than r still renews the
+// lease, and attempts overlap. Renewal errors alone never end
 // it: while etcd is unreachable the deadline stands still and the fence
 // decides.
 //
@@ -33,7 +33,8 @@ func (t *Term) Hold(ctx context.Context, onRenew func(deadline time.Duration)) e
 }
 
 // renewLoop renews until ctx ends (it returns ctx.Err()) or the lease is
-// gone (ErrLeaseLost). Each attempt's request runs under ctx itself.
+// gone (ErrLeaseLost). Each attempt runs under a generation of ctx that
+// ends when the fence point passes.
 func (t *Term) renewLoop(ctx context.Context, onRenew func(time.Duration)) error {
 	r := RenewInterval(t.TTL)
 	failing := false // a failure or a stall was logged, and no recovery since
