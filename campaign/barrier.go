@@ -19,32 +19,32 @@ import (
 // only the candidate that watched those keys asks.
 const leasePoll = 250 * time.Millisecond
 
-// lookPage is how many keys below its own a look reads at first with one
+// startReadPage is how many keys below its own a start read reads at first with one
 // holder: enough for the nearest term and whether a second one waits,
-// unless foreign keys are in the way, in which case the look reads on past
+// unless foreign keys are in the way, in which case the start read reads on past
 // them. With N holders it reads N-1 more.
-const lookPage = 4
+const startReadPage = 4
 
-// term is another term as one read showed it.
-type term struct {
+// olderTerm is another olderTerm as one read showed it.
+type olderTerm struct {
 	key   string
 	rev   int64 // create revision
 	lease clientv3.LeaseID
 }
 
-func termOf(kv *mvccpb.KeyValue) *term {
-	return &term{key: string(kv.Key), rev: kv.CreateRevision, lease: clientv3.LeaseID(kv.Lease)}
+func olderTermOf(kv *mvccpb.KeyValue) *olderTerm {
+	return &olderTerm{key: string(kv.Key), rev: kv.CreateRevision, lease: clientv3.LeaseID(kv.Lease)}
 }
 
 // view is what one read showed below this term's create revision, for an
 // election of n holders.
 type view struct {
-	rev    int64   // the read's revision
-	n      int     // holders
-	qs     []*term // the n nearest valid queue keys below ours, nearest first
-	ss     []*term // the n nearest valid sentinels below ours, nearest first
-	queued int     // valid queue keys below ours (exact after enqueue, else counted up to n+1)
-	terms  int     // valid sentinels below ours (likewise)
+	rev    int64        // the read's revision
+	n      int          // holders
+	qs     []*olderTerm // the n nearest valid queue keys below ours, nearest first
+	ss     []*olderTerm // the n nearest valid sentinels below ours, nearest first
+	queued int          // valid queue keys below ours (exact after enqueue, else counted up to n+1)
+	terms  int          // valid sentinels below ours (likewise)
 	// older is the number of terms, told apart by lease, that the valid
 	// keys below ours belong to, and leases is their set. Both are exact
 	// when older < n: a page is read on past foreign keys until it holds
@@ -65,12 +65,12 @@ type view struct {
 // anew. A put that keeps both is the term's own rewrite of its sentinel
 // when it takes a slot (campaign/slot.go, takeSlot): it would wake up to N
 // waiters for nothing at every handoff.
-func (p *term) moved(ev *clientv3.Event) bool {
+func (p *olderTerm) moved(ev *clientv3.Event) bool {
 	return ev.Type == clientv3.EventTypeDelete || clientv3.LeaseID(ev.Kv.Lease) != p.lease || ev.Kv.CreateRevision != p.rev
 }
 
 // nearestOf returns the nearest term of a list, or nil.
-func nearestOf(ts []*term) *term {
+func nearestOf(ts []*olderTerm) *olderTerm {
 	if len(ts) == 0 {
 		return nil
 	}
@@ -127,8 +127,8 @@ func (v *view) scan(l Layout, queue, sentinels []*mvccpb.KeyValue) {
 
 // nearest returns the n nearest valid keys of kvs and how many are valid,
 // and adds their leases to the view's set.
-func (v *view) nearest(valid func(*mvccpb.KeyValue) bool, kvs []*mvccpb.KeyValue) ([]*term, int) {
-	var ts []*term
+func (v *view) nearest(valid func(*mvccpb.KeyValue) bool, kvs []*mvccpb.KeyValue) ([]*olderTerm, int) {
+	var ts []*olderTerm
 	count := 0
 	for _, kv := range kvs {
 		if !valid(kv) {
@@ -136,9 +136,9 @@ func (v *view) nearest(valid func(*mvccpb.KeyValue) bool, kvs []*mvccpb.KeyValue
 		}
 		count++
 		v.leases[clientv3.LeaseID(kv.Lease)] = true
-		ts = append(ts, termOf(kv))
+		ts = append(ts, olderTermOf(kv))
 	}
-	slices.SortFunc(ts, func(a, b *term) int { return cmp.Compare(b.rev, a.rev) })
+	slices.SortFunc(ts, func(a, b *olderTerm) int { return cmp.Compare(b.rev, a.rev) })
 	return ts[:min(len(ts), v.n)], count
 }
 
@@ -147,22 +147,22 @@ func (v *view) nearest(valid func(*mvccpb.KeyValue) bool, kvs []*mvccpb.KeyValue
 // (it is gone, or the term is an older etcdlead's). The n nearest older
 // terms change only when one of them goes, so a term that goes further
 // ahead wakes nobody it need not: a handoff wakes at most n waiters.
-func (v view) watched() []*term {
+func (v view) watched() []*olderTerm {
 	out := slices.Clone(v.ss)
 	for _, q := range v.qs {
-		if !slices.ContainsFunc(v.ss, func(s *term) bool { return s.lease == q.lease }) {
+		if !slices.ContainsFunc(v.ss, func(s *olderTerm) bool { return s.lease == q.lease }) {
 			out = append(out, q)
 		}
 	}
 	return out
 }
 
-// lonely are the sentinels among the nearest whose queue key the read did
+// keylessSentinels are the sentinels among the nearest whose queue key the read did
 // not show: their term's queue key was deleted while its lease lives.
-func (v view) lonely() []*term {
-	var out []*term
+func (v view) keylessSentinels() []*olderTerm {
+	var out []*olderTerm
 	for _, s := range v.ss {
-		if !slices.ContainsFunc(v.qs, func(q *term) bool { return q.lease == s.lease }) {
+		if !slices.ContainsFunc(v.qs, func(q *olderTerm) bool { return q.lease == s.lease }) {
 			out = append(out, s)
 		}
 	}
@@ -262,7 +262,7 @@ func (t *Term) wait(ctx context.Context, v view) error {
 	var logged view
 	for !v.clear() {
 		if v.isFront() {
-			t.front()
+			t.reportFront()
 		}
 		t.logWait(ctx, v, &logged)
 		woke, unwatch, err := t.waitEvent(ctx, v)
@@ -273,8 +273,8 @@ func (t *Term) wait(ctx context.Context, v view) error {
 		// reads again, both at once; the read decides.
 		gone := make(chan map[clientv3.LeaseID]bool, 1)
 		go func() { gone <- t.leasesGone(ctx, woke) }()
-		next, lerr := t.look(ctx)
-		trace.Mark("campaign.look")
+		next, lerr := t.startRead(ctx)
+		trace.Mark("campaign.start-read")
 		g := <-gone
 		unwatch()
 		for l := range woke {
@@ -294,8 +294,8 @@ func (t *Term) wait(ctx context.Context, v view) error {
 
 // logWait says what the candidate waits on, once per change.
 func (t *Term) logWait(ctx context.Context, v view, last *view) {
-	had := func(ts []*term, key string) bool {
-		return slices.ContainsFunc(ts, func(o *term) bool { return o.key == key })
+	had := func(ts []*olderTerm, key string) bool {
+		return slices.ContainsFunc(ts, func(o *olderTerm) bool { return o.key == key })
 	}
 	for _, q := range v.qs {
 		if !had(last.qs, q.key) {
@@ -310,7 +310,7 @@ func (t *Term) logWait(ctx context.Context, v view, last *view) {
 			}
 		}
 	}
-	for _, s := range v.lonely() {
+	for _, s := range v.keylessSentinels() {
 		if !had(last.ss, s.key) {
 			t.c.log.Info("waiting for predecessor lease to end", "sentinel", s.key, "lease", leaseHex(s.lease))
 			if o := t.c.cfg.Observer; o != nil {
@@ -324,7 +324,7 @@ func (t *Term) logWait(ctx context.Context, v view, last *view) {
 // idOf is the id in a queue key, for the log: the reads of the wait take
 // keys only, and this is asked once per predecessor, only when the line is
 // logged. "" if it cannot be read, or the key is no longer that term's.
-func (t *Term) idOf(ctx context.Context, q *term) string {
+func (t *Term) idOf(ctx context.Context, q *olderTerm) string {
 	var id string
 	if !t.c.log.IsInfo() {
 		return id
@@ -384,8 +384,8 @@ func (t *Term) waitEvent(ctx context.Context, v view) (woke map[clientv3.LeaseID
 		}
 	}()
 	var progress <-chan time.Time
-	lonely := v.lonely()
-	if len(lonely) > 0 {
+	keyless := v.keylessSentinels()
+	if len(keyless) > 0 {
 		tick := time.NewTicker(t.c.cfg.LeaseWaitLog)
 		defer tick.Stop()
 		progress = tick.C
@@ -395,7 +395,7 @@ func (t *Term) waitEvent(ctx context.Context, v view) (woke map[clientv3.LeaseID
 		select {
 		case w = <-ws:
 		case <-progress:
-			for _, s := range lonely {
+			for _, s := range keyless {
 				t.logLeaseLeft(ctx, s.lease)
 			}
 			continue
@@ -419,12 +419,12 @@ func (t *Term) waitEvent(ctx context.Context, v view) (woke map[clientv3.LeaseID
 	}
 }
 
-// look is the start read: one read-only transaction that checks this
+// startRead is the start read: one read-only transaction that checks this
 // term's own keys (create revision and lease) and reads the nearest valid
 // queue key and sentinel below them (with N holders, the N nearest and
 // whether one more is there), retrying until ctx ends. It returns
 // an error wrapping ErrKeyDeleted when the own keys are not intact.
-func (t *Term) look(ctx context.Context) (view, error) {
+func (t *Term) startRead(ctx context.Context) (view, error) {
 	l := t.c.cfg.Layout
 	older := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(t.Rev - 1),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend)}
@@ -433,7 +433,7 @@ func (t *Term) look(ctx context.Context) (view, error) {
 	var mine bool
 	err := retry(ctx, func() error {
 		return t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) error {
-			page := append(older, clientv3.WithLimit(int64(lookPage+n-1)))
+			page := append(older, clientv3.WithLimit(int64(startReadPage+n-1)))
 			resp, err := t.c.cfg.Client.Txn(rctx).
 				If(t.intact()...).
 				Then(clientv3.OpGet(l.QueuePrefix(), page...), clientv3.OpGet(l.SentinelPrefix(), page...)).
@@ -603,7 +603,7 @@ func (t *Term) waitErr(ctx context.Context, errs ...error) error {
 	if cause := context.Cause(t.ctx); cause != nil && cause != errRevoked {
 		return cause
 	}
-	if err := t.c.reach.failing(); err != nil {
+	if err := t.c.answers.failing(); err != nil {
 		return fmt.Errorf("%w: %w", ErrUnreachable, err)
 	}
 	return fmt.Errorf("%w: %w", ErrNotLeader, ctx.Err())

@@ -22,7 +22,7 @@ type Config struct {
 	TTL    time.Duration
 	// KillTimeout and FenceMargin are the fence's K and m
 	// (internal/fence): the confirmation refuses to start a term whose
-	// fence point has passed, and Hold tells the keeper of a deadline
+	// fence point has passed, and Lead tells the keeper of a deadline
 	// before the fence point of the last one it told comes close.
 	KillTimeout, FenceMargin time.Duration
 	// RequestTimeout bounds each request that has no cadence of its own.
@@ -71,7 +71,7 @@ type Observer interface {
 type Campaigner struct {
 	cfg      Config
 	log      hclog.Logger
-	reach    reach
+	answers  reachability
 	renewals *renewals // shared by every Campaigner on cfg.Client
 }
 
@@ -210,7 +210,7 @@ func (c *Campaigner) grant(ctx context.Context) (*Term, error) {
 func (c *Campaigner) request(ctx context.Context, timeout time.Duration, f func(context.Context) error) error {
 	rctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), timeout)
 	defer cancel()
-	done := c.reach.begin()
+	done := c.answers.begin()
 	err := f(rctx)
 	done(ctx, err)
 	return err

@@ -367,7 +367,7 @@ func grant(t *testing.T, cli *clientv3.Client) clientv3.LeaseID {
 
 func hold(t *campaign.Term) <-chan error {
 	out := make(chan error, 1)
-	go func() { out <- t.Hold(context.Background(), func(time.Duration) {}) }()
+	go func() { out <- t.Lead(context.Background(), func(time.Duration) {}) }()
 	return out
 }
 
@@ -412,7 +412,7 @@ func TestCampaign(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := awaitErr(t, held); !errors.Is(err, campaign.ErrKeyDeleted) {
-			t.Fatalf("A's Hold = %v, want ErrKeyDeleted", err)
+			t.Fatalf("A's Lead = %v, want ErrKeyDeleted", err)
 		}
 		// A's queue key is still there; delete it too, leaving only the
 		// live lease: B must still wait.
@@ -437,7 +437,7 @@ func TestCampaign(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := awaitErr(t, held); !errors.Is(err, campaign.ErrKeyDeleted) {
-			t.Fatalf("A's Hold = %v, want ErrKeyDeleted", err)
+			t.Fatalf("A's Lead = %v, want ErrKeyDeleted", err)
 		}
 		b := f.waiting(ctx, 1)
 		f.waitsOnLease(b)
@@ -501,7 +501,7 @@ func TestCampaign(t *testing.T) {
 			if _, err := cli.Delete(ctx, gone); err != nil {
 				t.Fatal(err)
 			}
-			// X leaves: B wakes up, and its look must read past the forged
+			// X leaves: B wakes up, and its start read must read past the forged
 			// keys to find A's other key, which makes B next in line.
 			xcancel()
 			if r := <-x; !errors.Is(r.err, campaign.ErrNotLeader) {
@@ -541,7 +541,7 @@ func TestCampaign(t *testing.T) {
 		}
 	})
 
-	// Hold renews in its caller's goroutine: it does not return while a
+	// Lead renews in its caller's goroutine: it does not return while a
 	// renewal is still under way, here held inside onRenew, so no deadline
 	// reaches a fence that its caller has already taken down.
 	t.Run("hold-waits-for-renewal", func(t *testing.T) {
@@ -552,21 +552,21 @@ func TestCampaign(t *testing.T) {
 		hctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		held := make(chan error, 1)
-		go func() { held <- a.Hold(hctx, func(time.Duration) { stall() }) }()
+		go func() { held <- a.Lead(hctx, func(time.Duration) { stall() }) }()
 		awaitClosed(t, inside, "first renewal")
 		cancel()
 		select {
 		case err := <-held:
-			t.Fatalf("Hold returned (%v) while its renewal was still calling onRenew", err)
+			t.Fatalf("Lead returned (%v) while its renewal was still calling onRenew", err)
 		case <-time.After(quiet):
 		}
 		release()
 		if err := awaitErr(t, held); !errors.Is(err, context.Canceled) {
-			t.Errorf("Hold = %v, want context.Canceled", err)
+			t.Errorf("Lead = %v, want context.Canceled", err)
 		}
 	})
 
-	// A renewal under way when Hold's context ends is abandoned, not waited
+	// A renewal under way when Lead's context ends is abandoned, not waited
 	// out: the revoke that follows a child's exit is not held up by it.
 	t.Run("hold-cancel-abandons-renewal", func(t *testing.T) {
 		p := newProxy(t, cluster)
@@ -587,23 +587,23 @@ func TestCampaign(t *testing.T) {
 		hctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		held := make(chan error, 1)
-		go func() { held <- a.Hold(hctx, func(time.Duration) {}) }()
+		go func() { held <- a.Lead(hctx, func(time.Duration) {}) }()
 		// The first attempt fails when its bound r runs out; by then the
 		// ticker has fired, so the next attempt is sent at once and hangs.
 		select {
 		case <-failed:
 		case err := <-held:
-			t.Fatalf("Hold ended (%v) while etcd was cut off", err)
+			t.Fatalf("Lead ended (%v) while etcd was cut off", err)
 		case <-time.After(safety):
 			t.Fatal("no failed renewal while etcd was cut off")
 		}
 		cancel()
 		cancelled := time.Now()
 		if err := awaitErr(t, held); !errors.Is(err, context.Canceled) {
-			t.Errorf("Hold = %v, want context.Canceled", err)
+			t.Errorf("Lead = %v, want context.Canceled", err)
 		}
 		if took := time.Since(cancelled); took >= r/2 {
-			t.Errorf("Hold returned %s after its context ended: the renewal under way (bounded by r = %s) was not abandoned", took, r)
+			t.Errorf("Lead returned %s after its context ended: the renewal under way (bounded by r = %s) was not abandoned", took, r)
 		}
 	})
 
@@ -813,7 +813,7 @@ func TestCampaign(t *testing.T) {
 		compactPast(t, cli, f.l)
 		p.Pass()
 		if err := awaitErr(t, held); !errors.Is(err, campaign.ErrKeyDeleted) {
-			t.Fatalf("A's Hold = %v, want ErrKeyDeleted", err)
+			t.Fatalf("A's Lead = %v, want ErrKeyDeleted", err)
 		}
 		if took := time.Since(began); took >= a.TTL/3 {
 			t.Errorf("the term ended %s after it began: by the guard's re-read every T/3, not after the compacted watch", took)
@@ -830,7 +830,7 @@ func TestCampaign(t *testing.T) {
 		renewed := make(chan struct{}, 1)
 		held := make(chan error, 1)
 		go func() {
-			held <- a.Hold(context.Background(), func(time.Duration) {
+			held <- a.Lead(context.Background(), func(time.Duration) {
 				select {
 				case renewed <- struct{}{}:
 				default:

@@ -124,7 +124,7 @@ func TestHandoffRequests(t *testing.T) {
 	a := fa.lead()
 	hctx, stop := context.WithCancel(t.Context())
 	held := make(chan error, 1)
-	go func() { held <- a.Hold(hctx, func(time.Duration) {}) }()
+	go func() { held <- a.Lead(hctx, func(time.Duration) {}) }()
 	newWire.record(true)
 	b := fb.waiting(t.Context(), 1)
 	fb.next(b, newest(t, fb.cli, fb.l))
@@ -142,7 +142,7 @@ func TestHandoffRequests(t *testing.T) {
 	// As the runner does: the child starts, and the term is held.
 	bctx, bstop := context.WithCancel(t.Context())
 	bheld := make(chan error, 1)
-	go func() { bheld <- bt.Hold(bctx, func(time.Duration) {}) }()
+	go func() { bheld <- bt.Lead(bctx, func(time.Duration) {}) }()
 	time.Sleep(quiet) // anything the handoff sets off arrives by now
 	bstop()
 	<-bheld

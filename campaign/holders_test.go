@@ -155,7 +155,7 @@ func TestHolders(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := awaitErr(t, held); !errors.Is(err, campaign.ErrKeyDeleted) {
-			t.Fatalf("A's Hold = %v, want ErrKeyDeleted", err)
+			t.Fatalf("A's Lead = %v, want ErrKeyDeleted", err)
 		}
 		c := f.waiting(ctx, 2)
 		f.waitsOnLease(c)

@@ -178,7 +178,7 @@ func TestRenewals(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := awaitErr(t, held); !errors.Is(err, campaign.ErrLeaseLost) {
-			t.Fatalf("Hold after the lease was revoked = %v, want ErrLeaseLost", err)
+			t.Fatalf("Lead after the lease was revoked = %v, want ErrLeaseLost", err)
 		}
 	})
 
@@ -238,7 +238,7 @@ func TestRenewals(t *testing.T) {
 		}
 	})
 
-	// Hold hands the keeper a deadline about every other renewal at this
+	// Lead hands the keeper a deadline about every other renewal at this
 	// TTL, each one a deadline the term held, each later than the last.
 	t.Run("keeper-told-less-often", func(t *testing.T) {
 		t.Parallel()
@@ -259,7 +259,7 @@ func TestRenewals(t *testing.T) {
 		var told []time.Duration
 		hctx, cancel := context.WithCancel(t.Context())
 		held := make(chan error, 1)
-		go func() { held <- a.Hold(hctx, func(d time.Duration) { told = append(told, d) }) }()
+		go func() { held <- a.Lead(hctx, func(d time.Duration) { told = append(told, d) }) }()
 		atLeast(t, &n.ok, 12, held, "renewals")
 		cancel()
 		<-held

@@ -107,7 +107,7 @@ func (t *Term) readSlots(ctx context.Context) (slots, sentinels []*mvccpb.KeyVal
 			resp, err := t.c.cfg.Client.Txn(rctx).
 				If(t.intact()...).
 				Then(clientv3.OpGet(l.SlotPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
-					clientv3.OpGet(l.SentinelPrefix(), append(oldest, clientv3.WithLimit(int64(lookPage+n-1)))...)).
+					clientv3.OpGet(l.SentinelPrefix(), append(oldest, clientv3.WithLimit(int64(startReadPage+n-1)))...)).
 				Commit()
 			if err != nil {
 				return err

@@ -58,7 +58,7 @@ func (t *Term) bound(ctx context.Context) (context.Context, context.CancelCauseF
 	}
 }
 
-func (t *Term) front() {
+func (t *Term) reportFront() {
 	if o := t.c.cfg.Observer; o != nil && !t.fronted.Swap(true) {
 		o.Front(t.Key)
 	}
@@ -105,7 +105,7 @@ func (t *Term) setDeadline(d time.Duration) {
 // send time + TTL is then at or before the expiry.
 func (t *Term) renewOnce(ctx context.Context, bound time.Duration) error {
 	start := t.c.cfg.Now()
-	done := t.c.reach.begin()
+	done := t.c.answers.begin()
 	sent, ttl, err := t.c.renewals.renew(ctx, t.Lease, bound, RenewInterval(t.TTL), t.c.cfg.Now)
 	if err == nil && ttl <= 0 {
 		err = rpctypes.ErrLeaseNotFound

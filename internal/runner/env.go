@@ -28,7 +28,7 @@ const (
 var ChildVars = []string{EnvName, EnvKey, EnvRev, EnvLease, EnvID, EnvEndpoints, EnvSlot, EnvSlotRev}
 
 // termEnv is what the child learns about its term.
-func (r *Runner) termEnv(t *Term) []string {
+func (r *Runner) termEnv(t *Leadership) []string {
 	return []string{
 		EnvName + "=" + r.cfg.Election,
 		EnvKey + "=" + t.Key,

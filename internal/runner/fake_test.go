@@ -110,11 +110,11 @@ type fakeTerm struct {
 	lose chan error
 }
 
-func (f *fakeTerm) term() *Term {
-	return &Term{
+func (f *fakeTerm) term() *Leadership {
+	return &Leadership{
 		Key: fmt.Sprintf("p/e/%x", f.n), Rev: int64(10 + f.n), Lease: int64(f.n), SlotRev: int64(10 + f.n),
 		Deadline: func() time.Duration { return time.Hour },
-		Hold: func(ctx context.Context, _ func(time.Duration)) error {
+		Lead: func(ctx context.Context, _ func(time.Duration)) error {
 			f.j.add("hold")
 			defer f.j.add("hold returned")
 			select {
@@ -132,12 +132,12 @@ func (f *fakeTerm) term() *Term {
 // them it waits until its context ends.
 type fakeCampaigner struct {
 	j       *journal
-	answers []func(n int) (*Term, error)
+	answers []func(n int) (*Leadership, error)
 	mu      sync.Mutex
 	calls   int
 }
 
-func (c *fakeCampaigner) Campaign(ctx context.Context) (*Term, error) {
+func (c *fakeCampaigner) Campaign(ctx context.Context) (*Leadership, error) {
 	c.mu.Lock()
 	n := c.calls
 	c.calls++
@@ -261,17 +261,17 @@ func baseConfig() Config {
 }
 
 // wins makes the n-th campaign win a fresh term.
-func (g *rig) wins() func(int) (*Term, error) {
+func (g *rig) wins() func(int) (*Leadership, error) {
 	ft := &fakeTerm{j: g.j, n: len(g.terms) + 1, lose: make(chan error, 1)}
 	g.terms = append(g.terms, ft)
-	return func(int) (*Term, error) { return ft.term(), nil }
+	return func(int) (*Leadership, error) { return ft.term(), nil }
 }
 
-func fails(err error) func(int) (*Term, error) {
-	return func(int) (*Term, error) { return nil, err }
+func fails(err error) func(int) (*Leadership, error) {
+	return func(int) (*Leadership, error) { return nil, err }
 }
 
-func newRig(t *testing.T, cfg Config, setup func(g *rig) []func(int) (*Term, error)) *rig {
+func newRig(t *testing.T, cfg Config, setup func(g *rig) []func(int) (*Leadership, error)) *rig {
 	g := &rig{j: newJournal(), sigs: make(chan os.Signal, 4), out: make(chan *Outcome, 1), log: &logLines{}}
 	g.camp = &fakeCampaigner{j: g.j}
 	g.keepers = &fakeKeepers{j: g.j}

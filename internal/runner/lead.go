@@ -24,7 +24,7 @@ func (st termState) stopping() bool { return st.stopped || st.lost != nil || st.
 
 // lead runs the child for one term and ends the term: the child's whole
 // group is gone before the lease is revoked. nil means campaign again.
-func (r *Runner) lead(ctx context.Context, term *Term) *Outcome {
+func (r *Runner) lead(ctx context.Context, term *Leadership) *Outcome {
 	// Revoked once, by endTerm or on the way out, after the hold below.
 	revoked := false
 	defer func() {
@@ -65,25 +65,25 @@ func (r *Runner) lead(ctx context.Context, term *Term) *Outcome {
 	r.mon.ChildStarted(child.Pid())
 
 	// The term is held for as long as lead runs, and lead returns only
-	// once Hold has returned: no renewal outlives the term.
+	// once Lead has returned: no renewal outlives the term.
 	hctx, hcancel := context.WithCancel(ctx)
 	held := make(chan error, 1)
-	go func() { held <- term.Hold(hctx, child.SetDeadline) }()
-	holding := true
+	go func() { held <- term.Lead(hctx, child.SetDeadline) }()
+	renewing := true
 	defer func() {
 		hcancel()
-		if holding {
+		if renewing {
 			<-held
 		}
 	}()
 	// endTerm revokes the term once the child's processes are gone: the
-	// next candidate waits on the revoke. Hold returns first, so no renewal
+	// next candidate waits on the revoke. Lead returns first, so no renewal
 	// follows the revoke.
 	endTerm := func() {
 		hcancel()
-		if holding {
+		if renewing {
 			<-held
-			holding = false
+			renewing = false
 		}
 		term.Revoke()
 		revoked = true
@@ -107,7 +107,7 @@ func (r *Runner) lead(ctx context.Context, term *Term) *Outcome {
 				st.stopped = true
 			}
 		case err := <-held:
-			holding = false
+			renewing = false
 			if !st.stopping() {
 				// Stop first: a log write can block on a stalled stderr.
 				child.Stop(r.cfg.KillSignal)
@@ -128,7 +128,7 @@ func (r *Runner) lead(ctx context.Context, term *Term) *Outcome {
 			// Only a child that simply ended, in a term still held, may
 			// leave its term held on by --hold-at-least (holdRest below);
 			// every other term ends now.
-			mayHold := res.Reason == supervisor.ReasonExited && st == (termState{}) && holding
+			mayHold := res.Reason == supervisor.ReasonExited && st == (termState{}) && renewing
 			// Said before the revoke, which may wait out an unreachable
 			// etcd: the log never blocks (internal/logbuf).
 			r.log.Info("child exited", "status", res.Code, "reason", res.Reason)
@@ -137,9 +137,9 @@ func (r *Runner) lead(ctx context.Context, term *Term) *Outcome {
 				endTerm()
 			}
 			o := r.afterChild(res, st)
-			if o != nil && mayHold && holding {
+			if o != nil && mayHold && renewing {
 				if r.holdRest(held, elected) {
-					holding = false
+					renewing = false
 				}
 			}
 			return o

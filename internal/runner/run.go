@@ -113,13 +113,13 @@ func (r *Runner) pause(ctx context.Context, d time.Duration) error {
 }
 
 type campaignResult struct {
-	term *Term
+	term *Leadership
 	err  error
 }
 
 // campaign runs one campaign while answering signals: a stop signal ends it
 // and the campaign revokes its lease on the way out.
-func (r *Runner) campaign(ctx context.Context) (*Term, error) {
+func (r *Runner) campaign(ctx context.Context) (*Leadership, error) {
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	switch {
@@ -145,7 +145,7 @@ func (r *Runner) campaign(ctx context.Context) (*Term, error) {
 		t, err := r.camp.Campaign(cctx)
 		res <- campaignResult{t, err}
 	}()
-	stop := func() (*Term, error) {
+	stop := func() (*Leadership, error) {
 		cancel()
 		if x := <-res; x.term != nil {
 			x.term.Revoke()

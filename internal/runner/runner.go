@@ -48,9 +48,9 @@ const (
 	RestartAlways    Restart = "always"
 )
 
-// Term is what the loop needs of a won term (a campaign.Term, see
+// Leadership is what the loop needs of a won term (a campaign.Leadership, see
 // Campaigns).
-type Term struct {
+type Leadership struct {
 	Key   string
 	Rev   int64
 	Lease int64
@@ -61,11 +61,11 @@ type Term struct {
 	// Deadline is the boot-clock time before which etcd cannot expire
 	// the lease.
 	Deadline func() time.Duration
-	// Hold keeps the term until it is lost or ctx ends, calling onRenew
+	// Lead keeps the term until it is lost or ctx ends, calling onRenew
 	// with a new deadline when the keeper should hear it, not at every
-	// renewal (campaign.Term.Hold says when); it returns only once it has
+	// renewal (campaign.Term.Lead says when); it returns only once it has
 	// stopped.
-	Hold func(ctx context.Context, onRenew func(deadline time.Duration)) error
+	Lead func(ctx context.Context, onRenew func(deadline time.Duration)) error
 	// Revoke ends the term; its keys go with the lease.
 	Revoke func()
 }
@@ -74,7 +74,7 @@ type Term struct {
 type Campaigner interface {
 	// Campaign returns a term that may start its child, or an error from
 	// package campaign (ErrNotLeader, ErrResigned, a permanent refusal...).
-	Campaign(ctx context.Context) (*Term, error)
+	Campaign(ctx context.Context) (*Leadership, error)
 }
 
 // Keepers starts children, each under a keeper of its own (package
@@ -124,13 +124,13 @@ func Campaigns(c *campaign.Campaigner) Campaigner { return campaigner{c} }
 
 type campaigner struct{ c *campaign.Campaigner }
 
-func (c campaigner) Campaign(ctx context.Context) (*Term, error) {
+func (c campaigner) Campaign(ctx context.Context) (*Leadership, error) {
 	t, err := c.c.Campaign(ctx)
 	if t == nil {
 		return nil, err
 	}
-	return &Term{Key: t.Key, Rev: t.Rev, Lease: int64(t.Lease), Slot: t.Slot, SlotRev: t.SlotRev,
-		Deadline: t.Deadline, Hold: t.Hold, Revoke: t.Revoke}, err
+	return &Leadership{Key: t.Key, Rev: t.Rev, Lease: int64(t.Lease), Slot: t.Slot, SlotRev: t.SlotRev,
+		Deadline: t.Deadline, Lead: t.Lead, Revoke: t.Revoke}, err
 }
 
 // Observer passes the campaign's events on: to the monitor, and to the

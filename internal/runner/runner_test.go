@@ -19,7 +19,7 @@ import (
 // A child that ends by itself ends the run with its status, and the term
 // is revoked only after it is gone. The child learns its term.
 func TestChildExitEndsRunThenRevoke(t *testing.T) {
-	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Term, error) { return []func(int) (*Term, error){g.wins()} })
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Leadership, error) { return []func(int) (*Leadership, error){g.wins()} })
 	g.keepers.child(t, 0).exit(3, supervisor.ReasonExited)
 	wantOutcome(t, g.outcome(t), ChildExited, 3)
 	g.j.before(t, "child exited", "revoke")
@@ -34,7 +34,7 @@ func TestChildExitEndsRunThenRevoke(t *testing.T) {
 // A lost term stops the child before anything else, revokes after the
 // child is gone, and campaigns again.
 func TestLostTermStopsChildFirstThenCampaignsAgain(t *testing.T) {
-	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Term, error) { return []func(int) (*Term, error){g.wins()} })
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Leadership, error) { return []func(int) (*Leadership, error){g.wins()} })
 	c := g.keepers.child(t, 0)
 	g.terms[0].lose <- campaign.ErrKeyDeleted
 	g.j.waitFor(t, "stop SIGTERM", 1)
@@ -50,9 +50,9 @@ func TestLostTermStopsChildFirstThenCampaignsAgain(t *testing.T) {
 // The log names a term's end for what it was: an operator's resign is a
 // step down on request, not a loss; a deleted key is a loss.
 func TestTermEndNamedInLog(t *testing.T) {
-	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Term, error) {
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Leadership, error) {
 		g.keepers.obeys = true
-		return []func(int) (*Term, error){g.wins(), g.wins()}
+		return []func(int) (*Leadership, error){g.wins(), g.wins()}
 	})
 	g.keepers.child(t, 0)
 	g.terms[0].lose <- campaign.ErrResigned
@@ -76,9 +76,9 @@ func TestTermEndNamedInLog(t *testing.T) {
 func TestHolderNamedInLog(t *testing.T) {
 	cfg := baseConfig()
 	cfg.Holders = 2
-	g := newRig(t, cfg, func(g *rig) []func(int) (*Term, error) {
+	g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
 		g.keepers.obeys = true
-		return []func(int) (*Term, error){g.wins(), g.wins()}
+		return []func(int) (*Leadership, error){g.wins(), g.wins()}
 	})
 	g.keepers.child(t, 0)
 	g.terms[0].lose <- campaign.ErrKeyDeleted
@@ -98,9 +98,9 @@ func TestHolderNamedInLog(t *testing.T) {
 func TestLostTermUnderOnce(t *testing.T) {
 	cfg := baseConfig()
 	cfg.Once = true
-	g := newRig(t, cfg, func(g *rig) []func(int) (*Term, error) {
+	g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
 		g.keepers.obeys = true
-		return []func(int) (*Term, error){g.wins()}
+		return []func(int) (*Leadership, error){g.wins()}
 	})
 	g.keepers.child(t, 0)
 	g.terms[0].lose <- campaign.ErrResigned
@@ -111,9 +111,9 @@ func TestLostTermUnderOnce(t *testing.T) {
 // A permanent refusal while leading ends the run: campaigning again would
 // only be refused again.
 func TestRefusedWhileLeading(t *testing.T) {
-	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Term, error) {
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Leadership, error) {
 		g.keepers.obeys = true
-		return []func(int) (*Term, error){g.wins()}
+		return []func(int) (*Leadership, error){g.wins()}
 	})
 	g.keepers.child(t, 0)
 	g.terms[0].lose <- status.Error(codes.PermissionDenied, "no")
@@ -123,7 +123,7 @@ func TestRefusedWhileLeading(t *testing.T) {
 // The first stop signal stops the child with that signal; the second
 // kills its group; the run ends with the child's status.
 func TestStopSignalsWhileLeading(t *testing.T) {
-	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Term, error) { return []func(int) (*Term, error){g.wins()} })
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Leadership, error) { return []func(int) (*Leadership, error){g.wins()} })
 	g.keepers.child(t, 0)
 	g.sigs <- syscall.SIGINT
 	g.j.waitFor(t, "stop SIGINT", 1)
@@ -137,7 +137,7 @@ func TestStopSignalsWhileLeading(t *testing.T) {
 
 // Forwarded signals reach the child; job-control signals do not.
 func TestSignalsForwardedOrIgnoredWhileLeading(t *testing.T) {
-	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Term, error) { return []func(int) (*Term, error){g.wins()} })
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Leadership, error) { return []func(int) (*Leadership, error){g.wins()} })
 	c := g.keepers.child(t, 0)
 	g.sigs <- syscall.SIGTSTP
 	g.sigs <- syscall.SIGHUP
@@ -151,7 +151,7 @@ func TestSignalsForwardedOrIgnoredWhileLeading(t *testing.T) {
 
 // A stop signal while campaigning ends the campaign and the run with 0.
 func TestStopSignalWhileCampaigning(t *testing.T) {
-	g := newRig(t, baseConfig(), func(*rig) []func(int) (*Term, error) { return nil })
+	g := newRig(t, baseConfig(), func(*rig) []func(int) (*Leadership, error) { return nil })
 	g.j.waitFor(t, "campaign", 1)
 	g.sigs <- syscall.SIGHUP // no child: ignored
 	g.sigs <- syscall.SIGTERM
@@ -163,9 +163,9 @@ func TestStopSignalWhileCampaigning(t *testing.T) {
 func TestTimeoutStopsChild(t *testing.T) {
 	cfg := baseConfig()
 	cfg.Timeout = 1 // fires at once
-	g := newRig(t, cfg, func(g *rig) []func(int) (*Term, error) {
+	g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
 		g.keepers.obeys = true
-		return []func(int) (*Term, error){g.wins()}
+		return []func(int) (*Leadership, error){g.wins()}
 	})
 	g.j.waitFor(t, "stop SIGTERM", 1)
 	wantOutcome(t, g.outcome(t), TimedOut, 143)
@@ -174,9 +174,9 @@ func TestTimeoutStopsChild(t *testing.T) {
 // A child the keeper refused to start past its fence point loses the
 // term, not the run: the term is revoked and the campaign runs again.
 func TestPastFenceCampaignsAgain(t *testing.T) {
-	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Term, error) {
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Leadership, error) {
 		g.keepers.startErr = supervisor.ErrPastFence
-		return []func(int) (*Term, error){g.wins()}
+		return []func(int) (*Leadership, error){g.wins()}
 	})
 	g.j.waitFor(t, "campaign", 2)
 	g.j.before(t, "start failed", "revoke")
@@ -187,9 +187,9 @@ func TestPastFenceCampaignsAgain(t *testing.T) {
 
 // A command that cannot be executed ends the run with its code.
 func TestExecFailure(t *testing.T) {
-	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Term, error) {
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Leadership, error) {
 		g.keepers.startErr = &supervisor.ExecError{Code: 127, Msg: "gone"}
-		return []func(int) (*Term, error){g.wins()}
+		return []func(int) (*Leadership, error){g.wins()}
 	})
 	wantOutcome(t, g.outcome(t), ExecFailed, 127)
 	g.j.waitFor(t, "revoke", 1)
@@ -199,8 +199,8 @@ func TestExecFailure(t *testing.T) {
 func TestRestartAlways(t *testing.T) {
 	cfg := baseConfig()
 	cfg.Restart = RestartAlways
-	g := newRig(t, cfg, func(g *rig) []func(int) (*Term, error) {
-		return []func(int) (*Term, error){g.wins(), g.wins()}
+	g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
+		return []func(int) (*Leadership, error){g.wins(), g.wins()}
 	})
 	g.keepers.child(t, 0).exit(0, supervisor.ReasonExited)
 	c := g.keepers.child(t, 1)
@@ -229,8 +229,8 @@ func TestRestartAlwaysStopsOnCtrlC(t *testing.T) {
 			cfg := baseConfig()
 			cfg.Restart = RestartAlways
 			cfg.Interactive = c.interactive
-			g := newRig(t, cfg, func(g *rig) []func(int) (*Term, error) {
-				return []func(int) (*Term, error){g.wins(), g.wins()}
+			g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
+				return []func(int) (*Leadership, error){g.wins(), g.wins()}
 			})
 			g.keepers.child(t, 0).end(c.res)
 			if !c.restarts {
@@ -263,8 +263,8 @@ func TestCampaignFailures(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := baseConfig()
 			cfg.NoWait = c.noWait
-			g := newRig(t, cfg, func(*rig) []func(int) (*Term, error) {
-				return []func(int) (*Term, error){fails(c.err)}
+			g := newRig(t, cfg, func(*rig) []func(int) (*Leadership, error) {
+				return []func(int) (*Leadership, error){fails(c.err)}
 			})
 			o := g.outcome(t)
 			if o.Kind != c.want || o.Err == nil {
@@ -279,7 +279,7 @@ func TestCampaignFailures(t *testing.T) {
 func TestHoldAtLeastKeepsTermUntilStopped(t *testing.T) {
 	cfg := baseConfig()
 	cfg.HoldAtLeast = safety * 10
-	g := newRig(t, cfg, func(g *rig) []func(int) (*Term, error) { return []func(int) (*Term, error){g.wins()} })
+	g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) { return []func(int) (*Leadership, error){g.wins()} })
 	g.keepers.child(t, 0).exit(0, supervisor.ReasonExited)
 	g.sigs <- syscall.SIGHUP // no child: ignored, the hold goes on
 	g.sigs <- syscall.SIGTERM
@@ -295,8 +295,8 @@ func TestHoldAtLeastKeepsTermUntilStopped(t *testing.T) {
 func TestBackoffEndsWithWait(t *testing.T) {
 	cfg := baseConfig()
 	cfg.Wait = 100 * time.Millisecond // below the first backoff's least draw
-	g := newRig(t, cfg, func(*rig) []func(int) (*Term, error) {
-		return []func(int) (*Term, error){fails(errors.New("transient"))}
+	g := newRig(t, cfg, func(*rig) []func(int) (*Leadership, error) {
+		return []func(int) (*Leadership, error){fails(errors.New("transient"))}
 	})
 	if o := g.outcome(t); o.Kind != NotLeader && o.Kind != Unreachable {
 		t.Fatalf("outcome %+v, want the wait's end", o)

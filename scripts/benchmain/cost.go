@@ -233,12 +233,12 @@ func (b *bench) costCampaign(ctx context.Context, waiters, handoffs int) (*costR
 	return run, nil
 }
 
-// hold runs Term.Hold until the returned function is called.
+// hold runs Term.Lead until the returned function is called.
 func hold(t *campaign.Term) func() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
-		_ = t.Hold(ctx, func(time.Duration) {})
+		_ = t.Lead(ctx, func(time.Duration) {})
 		close(done)
 	}()
 	return func() {

@@ -264,7 +264,7 @@ func etcdleadRows(deleted bool) []stepRow {
 	}
 	rows = append(rows,
 		stepRow{Name: "its lease look-up answered (LeaseTimeToLive, sent at once with the start read)", Who: "next supervisor", role: "next", event: "campaign.ttl", From: from},
-		stepRow{Name: "its start read answered (the look transaction)", Who: "next supervisor", role: "next", event: "campaign.look", From: from},
+		stepRow{Name: "its start read answered (one transaction)", Who: "next supervisor", role: "next", event: "campaign.start-read", From: from},
 	)
 	reads := []int{len(rows) - 2, len(rows) - 1}
 	if deleted {

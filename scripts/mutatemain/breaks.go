@@ -243,7 +243,7 @@ var breaks = []breakage{
 		pkg: "./campaign", tests: "^TestRenewalAnswersCreditedInOrder$",
 	},
 	{
-		name: "renewal: attempts live until the fence point", file: "campaign/hold.go",
+		name: "renewal: attempts live until the fence point", file: "campaign/lead.go",
 		why: "each attempt gives up after the renewal interval, so behind a round trip longer than that no answer counts and the fence fires while etcd renews",
 		old: "\t\t\tbound, ahead = t.TTL, true\n",
 		new: "\t\t\tbound, ahead = r, true\n",
@@ -271,7 +271,7 @@ var breaks = []breakage{
 		pkg: "./campaign", tests: "^TestRevokeResentPastSilentMember$",
 	},
 	{
-		name: "keeper told the deadline as it moves", file: "campaign/hold.go",
+		name: "keeper told the deadline as it moves", file: "campaign/lead.go",
 		why: "after its first renewal the leader never hands its keeper a new deadline, so the fence fires while the term holds",
 		old: "\treturn told == 0 || d-told >= step || f.SignalAt()-t.c.cfg.Now() < 3*r\n",
 		new: "\treturn told == 0 || false && (d-told >= step || f.SignalAt()-t.c.cfg.Now() < 3*r)\n",
@@ -285,7 +285,7 @@ var breaks = []breakage{
 		pkg: "./supervisor", tests: "^TestFenceNotHeldUpByBlockedStderr$",
 	},
 	{
-		name: "first renewal at once when the fence is near", file: "campaign/hold.go",
+		name: "first renewal at once when the fence is near", file: "campaign/lead.go",
 		why: "a new leader whose deadline is close waits a whole interval before renewing, so its fence can fire while the term holds",
 		old: "\treturn f.SignalAt()-now < 3*r\n",
 		new: "\treturn false && f.SignalAt()-now < 3*r\n",

@@ -12,10 +12,10 @@ import (
 // request sent just before the end from counting.
 const unanswered = time.Second
 
-// reach remembers whether etcd answered the candidate's last request, so
+// reachability remembers whether etcd answered the candidate's last request, so
 // that a campaign cut short by its caller can tell "another candidate
 // leads" (ErrNotLeader) from "etcd did not answer" (ErrUnreachable).
-type reach struct {
+type reachability struct {
 	mu       sync.Mutex
 	lastErr  error              // of the last request that ended on its own
 	inflight map[*int]time.Time // requests under way, by when they were sent
@@ -24,7 +24,7 @@ type reach struct {
 // begin records a request under way; the returned func records its end.
 // A request that ended because ctx ended was not answered in time, so it
 // counts as a failure when it was under way for long enough.
-func (r *reach) begin() func(ctx context.Context, err error) {
+func (r *reachability) begin() func(ctx context.Context, err error) {
 	token := new(int)
 	r.mu.Lock()
 	if r.inflight == nil {
@@ -49,7 +49,7 @@ func (r *reach) begin() func(ctx context.Context, err error) {
 
 // failing returns why etcd is taken as unreachable now: the last request
 // failed, or one has waited for an answer for too long. Nil otherwise.
-func (r *reach) failing() error {
+func (r *reachability) failing() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, sent := range r.inflight {

@@ -10,7 +10,7 @@ import (
 	"github.com/etcdlead/etcdlead/internal/fence"
 )
 
-// Hold keeps the leadership (docs/design.md, "One term, step by step", step
+// Lead keeps the leadership (docs/design.md, "One term, step by step", step
 // 8) until it is lost (ErrKeyDeleted, ErrKeyReplaced, ErrLeaseLost), a
 // resign is requested (ErrResigned), etcd refuses the guard's reads (a
 // permanent error) or ctx ends. It starts a renewal every r = min(T/10,
@@ -21,11 +21,11 @@ import (
 // it: while etcd is unreachable the deadline stands still and the fence
 // decides.
 //
-// onRenew hands a deadline the term held to the keeper, when tell says the
+// onRenew hands a deadline the term held to the keeper, when keeperNeeds says the
 // keeper should hear it. It runs in the caller's goroutine and is never
-// called once Hold has returned, so a revoke that follows does not race a
-// renewal; no attempt outlives Hold either.
-func (t *Term) Hold(ctx context.Context, onRenew func(deadline time.Duration)) error {
+// called once Lead has returned, so a revoke that follows does not race a
+// renewal; no attempt outlives Lead either.
+func (t *Term) Lead(ctx context.Context, onRenew func(deadline time.Duration)) error {
 	ctx, cancel := t.bound(ctx)
 	defer cancel(nil)
 	cancel(t.renewLoop(ctx, onRenew))
@@ -121,7 +121,7 @@ func (t *Term) renewLoop(ctx context.Context, onRenew func(time.Duration)) error
 				failing = true
 			}
 		}
-		if d := t.Deadline(); ctx.Err() == nil && t.tell(d, told, r) {
+		if d := t.Deadline(); ctx.Err() == nil && t.keeperNeeds(d, told, r) {
 			onRenew(d)
 			told = d
 		}
@@ -135,14 +135,14 @@ var errFencePassed = errors.New("no answer before the fence point")
 // renewAtOnce is renewLoop's rule for its first attempt. A term starts
 // with a deadline already, from its last renewal while waiting or from the
 // grant, and the child's keeper has it. So the first renewal waits for the
-// cadence unless that fence's point is less than 3r ahead of now (tell's
+// cadence unless that fence's point is less than 3r ahead of now (keeperNeeds'
 // margin): renewing at once would add a request to every handoff, for a
 // fence point that needs no moving yet.
 func renewAtOnce(f fence.Fence, now, r time.Duration) bool {
 	return f.SignalAt()-now < 3*r
 }
 
-// tell is Hold's rule for handing deadline d to the keeper, which last got
+// keeperNeeds is Lead's rule for handing deadline d to the keeper, which last got
 // told (0: nothing yet): when d moved on by a quarter of the outage
 // tolerance T - (K+m) - r, or when told puts the fence point less than 3r
 // ahead. The rule is asked at every tick and every answer, at most r apart,
@@ -150,7 +150,7 @@ func renewAtOnce(f fence.Fence, now, r time.Duration) bool {
 // in time and the fence fires when it would with every renewal handed
 // over; the keeper is woken a few times per outage tolerance instead of at
 // every renewal.
-func (t *Term) tell(d, told, r time.Duration) bool {
+func (t *Term) keeperNeeds(d, told, r time.Duration) bool {
 	if d <= told {
 		return false
 	}
