@@ -9,8 +9,6 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/etcdlead/etcdlead/internal/trace"
 )
 
 // leasePoll is how often a candidate asks whether a lease whose keys are
@@ -274,7 +272,7 @@ func (t *Term) wait(ctx context.Context, v view) error {
 		gone := make(chan map[clientv3.LeaseID]bool, 1)
 		go func() { gone <- t.leasesGone(ctx, woke) }()
 		next, lerr := t.startRead(ctx)
-		trace.Mark("campaign.start-read")
+		t.c.log.Trace("start read answered")
 		g := <-gone
 		unwatch()
 		for l := range woke {
@@ -410,10 +408,7 @@ func (t *Term) waitEvent(ctx context.Context, v view) (woke map[clientv3.LeaseID
 			return nil, nil, nil
 		}
 		if slices.ContainsFunc(w.resp.Events, ts[w.i].moved) {
-			trace.Mark("campaign.wake")
-			if t.c.log.IsDebug() {
-				t.c.log.Debug("predecessor moved; looking again", "key", keys[w.i])
-			}
+			t.c.log.Debug("predecessor moved; looking again", "key", keys[w.i])
 			return map[clientv3.LeaseID]string{ts[w.i].lease: keys[w.i]}, end, nil
 		}
 	}
@@ -515,7 +510,7 @@ func (t *Term) leaseTTL(ctx context.Context, id clientv3.LeaseID) (int64, error)
 			if err != nil {
 				return err
 			}
-			trace.MarkInt("campaign.ttl", "ttl", resp.TTL)
+			t.c.log.Trace("predecessor lease looked up")
 			ttl = resp.TTL
 			return nil
 		})
@@ -568,7 +563,7 @@ func (t *Term) leaseEnd(ctx context.Context, id clientv3.LeaseID) error {
 			return t.waitErr(ctx, err)
 		}
 		if ttl == -1 {
-			trace.Mark("campaign.lease-gone")
+			t.c.log.Trace("predecessor lease gone")
 			return nil
 		}
 		// The TTL is truncated to whole seconds: at most one more.

@@ -9,8 +9,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/etcdlead/etcdlead/internal/trace"
 )
 
 // Config describes one candidate. Client, Layout, ID, TTL and Now are
@@ -132,13 +130,12 @@ func (c *Campaigner) Campaign(ctx context.Context) (*Term, error) {
 			t.Revoke()
 		}
 	}()
-	trace.Mark("campaign.granted")
 	c.log.Info("campaigning", "key", t.Key, "lease", leaseHex(t.Lease), "ttl", t.TTL)
 	v, err := t.enqueue(ctx)
 	if err != nil {
 		return nil, err
 	}
-	trace.Mark("campaign.enqueued")
+	c.log.Trace("enqueued")
 	if o := c.cfg.Observer; o != nil {
 		o.Queued(t.Key, max(v.queued, v.terms))
 	}
@@ -171,9 +168,8 @@ func (c *Campaigner) Campaign(ctx context.Context) (*Term, error) {
 		return nil, err
 	}
 	ok = true
-	trace.Mark("campaign.elected")
 	if c.holders() > 1 {
-		c.log.Info("holding", "key", t.Key, "rev", t.Rev, "slot", t.Slot, "slot_rev", t.SlotRev, "holders", c.holders())
+		c.log.Info("elected", "key", t.Key, "rev", t.Rev, "slot", t.Slot, "slot_rev", t.SlotRev, "holders", c.holders())
 	} else {
 		c.log.Info("elected", "key", t.Key, "rev", t.Rev)
 	}

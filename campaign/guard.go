@@ -6,8 +6,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/etcdlead/etcdlead/internal/trace"
 )
 
 // guard ends the term, from its creation on, waiting or leading, when its
@@ -127,7 +125,6 @@ func (g keyGuard) event(ev *clientv3.Event) error {
 		}
 		switch {
 		case ev.Type == clientv3.EventTypeDelete:
-			trace.Mark("campaign.key-deleted")
 			t.c.log.Warn("key deleted", "key", key, "rev", ev.Kv.ModRevision)
 			return ErrKeyDeleted
 		case clientv3.LeaseID(ev.Kv.Lease) != t.Lease || ev.Kv.CreateRevision != k.created:

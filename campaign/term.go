@@ -14,7 +14,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlead/etcdlead/internal/fence"
-	"github.com/etcdlead/etcdlead/internal/trace"
 )
 
 // Term is one lease with its queue key and its sentinel: a candidacy that
@@ -168,9 +167,9 @@ func (t *Term) Revoke() {
 	t.lose(errRevoked)
 	ctx, cancel := context.WithTimeout(context.Background(), t.c.cfg.RequestTimeout)
 	defer cancel()
-	trace.Mark("campaign.revoke")
+	t.c.log.Trace("revoking lease")
 	err := t.revoke(ctx)
-	trace.Mark("campaign.revoked")
+	t.c.log.Trace("revoke answered")
 	// The guard's goroutines end with the term's context, ended above, and
 	// its watches with their stream, closed after the revoke: the revoke
 	// is what the next candidate waits for.

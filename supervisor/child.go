@@ -13,7 +13,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/etcdlead/etcdlead/internal/trace"
 	"github.com/etcdlead/etcdlead/supervisor/internal/keeper"
 	"github.com/etcdlead/etcdlead/supervisor/internal/proctree"
 )
@@ -222,7 +221,7 @@ func keeperCmd(path string, spec Spec, ctrlR, statW *os.File, tc termCgroups, cg
 		"--"}, spec.Argv...)
 	cmd := &exec.Cmd{
 		Path: path, Args: append([]string{path}, args...),
-		Env:        trace.Environ(spec.Env),
+		Env:        spec.Env,
 		Stdin:      orStd(spec.Stdin, os.Stdin),
 		Stdout:     orStd(spec.Stdout, os.Stdout),
 		Stderr:     orStd(spec.Stderr, os.Stderr),
@@ -245,7 +244,7 @@ func keeperCmd(path string, spec Spec, ctrlR, statW *os.File, tc termCgroups, cg
 // fails only when the keeper is gone; what it said before it went tells a
 // refusal from a death.
 func (k *keeperProc) begin(deadline time.Duration, env []string, log hclog.Logger) (*Child, error) {
-	trace.Mark("supervisor.start-msg")
+	log.Trace("sending start to keeper")
 	_, _ = k.ctrl.WriteString(keeper.Command{Op: keeper.OpStart, Deadline: deadline, Env: env}.String())
 	return k.started(deadline, log)
 }
@@ -340,7 +339,7 @@ func (c *Child) wait(k *keeperProc, status *bufio.Scanner) {
 			// so the result is final now, once the kernel agrees where
 			// it can tell; the keeper's own exit can follow in its
 			// time, off the path to the revoke.
-			trace.Mark("supervisor.exit-report")
+			c.log.Trace("keeper reported the exit")
 			c.emptyCgroup("after the keeper's report")
 			res := Result{Code: r.Code, Reason: r.Reason, Signaled: r.Signaled}
 			if c.supervisorFenced() {

@@ -16,7 +16,6 @@ import (
 	"github.com/etcdlead/etcdlead/internal/logbuf"
 	"github.com/etcdlead/etcdlead/internal/ops"
 	"github.com/etcdlead/etcdlead/internal/runner"
-	"github.com/etcdlead/etcdlead/internal/trace"
 	"github.com/etcdlead/etcdlead/signals"
 	"github.com/etcdlead/etcdlead/supervisor"
 )
@@ -26,7 +25,6 @@ import (
 // the term loop. Everything it starts but the signal catch is stopped
 // before it returns.
 func runAction(c *cli.Context, raw []string) (err error) {
-	trace.Mark("cli.run")
 	if err := supervisor.Supported(); err != nil {
 		return failf("%v", err)
 	}
@@ -41,6 +39,7 @@ func runAction(c *cli.Context, raw []string) (err error) {
 	deferred := newDeferredLog(rc)
 	defer deferred.release(true) // a return before the outcome shows what was logged
 	log := newLogger(rc.logLevel, rc.logJSON, deferred)
+	log.Trace("run begins")
 	mon := ops.New(rc.election, rc.id, appVersion(), rc.timing.TTL, ops.Notify)
 	if rc.statusAddr != "" {
 		addr, stop, err := ops.Serve(rc.statusAddr, mon)
@@ -146,7 +145,6 @@ func childBaseEnv(environ []string) []string {
 		case strings.HasSuffix(name, "_PASSWORD"),
 			(name == envEtcdctlUser || name == envUser) && strings.Contains(val, ":"),
 			name == envElection, name == envPrefix,
-			name == trace.Var, // etcdlead's own processes only (internal/trace)
 			slices.Contains(runner.ChildVars, name):
 			continue
 		}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/etcdlead/etcdlead/internal/trace"
 )
 
 var stderr = sync.OnceValue(func() *Writer { return New(os.Stderr, 0) })
@@ -35,7 +37,7 @@ func logger(w *Writer, opts hclog.LoggerOptions) hclog.Logger {
 	if opts.Output == nil {
 		opts.Output = w
 	}
-	return records{hclog.New(&opts), opts.JSONFormat}
+	return trace.Hook(records{hclog.New(&opts), opts.JSONFormat})
 }
 
 // Flush flushes Stderr for at most timeout: see Writer.Flush.

@@ -8,7 +8,6 @@ import (
 
 	"github.com/etcdlead/etcdlead/campaign"
 	"github.com/etcdlead/etcdlead/internal/ops"
-	"github.com/etcdlead/etcdlead/internal/trace"
 	"github.com/etcdlead/etcdlead/signals"
 	"github.com/etcdlead/etcdlead/supervisor"
 )
@@ -111,7 +110,7 @@ func (r *Runner) lead(ctx context.Context, term *Leadership) *Outcome {
 			if !st.stopping() {
 				// Stop first: a log write can block on a stalled stderr.
 				child.Stop(r.cfg.KillSignal)
-				trace.Mark("runner.stop-sent")
+				r.log.Trace("stop sent to keeper")
 				st.lost = err
 				r.logTermEnd(err, "child stopping", "signal", signals.Name(r.cfg.KillSignal))
 			}
@@ -123,7 +122,7 @@ func (r *Runner) lead(ctx context.Context, term *Leadership) *Outcome {
 			st.timedOut = true
 			r.log.Warn("command ran past --timeout; child stopping", "timeout", r.cfg.Timeout, "signal", signals.Name(r.cfg.KillSignal))
 		case <-child.Done():
-			trace.Mark("runner.child-done")
+			r.log.Trace("child done")
 			res := child.Result()
 			// Only a child that simply ended, in a term still held, may
 			// leave its term held on by --hold-at-least (holdRest below);

@@ -12,7 +12,6 @@ import (
 
 	"github.com/etcdlead/etcdlead/campaign"
 	"github.com/etcdlead/etcdlead/internal/ops"
-	"github.com/etcdlead/etcdlead/internal/trace"
 	"github.com/etcdlead/etcdlead/signals"
 )
 
@@ -134,7 +133,7 @@ func (r *Runner) campaign(ctx context.Context) (*Leadership, error) {
 		cctx, cancel = context.WithTimeout(cctx, r.cfg.DialTimeout)
 		defer cancel()
 	}
-	trace.Mark("runner.campaign")
+	r.log.Trace("campaign begins")
 	if !r.cfg.NoWait {
 		// Warms up while etcd is asked; the first campaign's keeper waits
 		// already (runAction starts it before the etcd client).

@@ -6,7 +6,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/etcdlead/etcdlead/internal/trace"
 	"github.com/etcdlead/etcdlead/supervisor"
 )
 
@@ -47,7 +46,7 @@ func (s *Standby) Prepare() {
 		s.log.Debug("no standby keeper; starting one when elected", "error", err)
 		return
 	}
-	trace.Mark("runner.keeper-started")
+	s.log.Trace("standby keeper started")
 	s.pending = p
 }
 

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 // The marks are tested where they exist, in the traced build (trace_test.go),
@@ -19,15 +21,12 @@ func TestTracedBuild(t *testing.T) {
 	}
 }
 
-// Without the tag a mark writes nothing, even with the variable set.
-func TestUntracedIgnoresTheVariable(t *testing.T) {
+// Without the tag the hook hands the logger back as it is, even with the
+// variable set: nothing is stamped and nothing is paid per line.
+func TestUntracedHookIsTheLogger(t *testing.T) {
 	t.Setenv(Var, t.TempDir()+"/trace")
-	Mark("x")
-	MarkInt("x", "k", 1)
-	if Enabled() {
-		t.Fatal("an untraced build reports tracing on")
-	}
-	if _, err := os.Stat(os.Getenv(Var)); !os.IsNotExist(err) {
-		t.Fatalf("an untraced build wrote the trace file: %v", err)
+	l := hclog.NewNullLogger()
+	if Hook(l) != l {
+		t.Fatal("an untraced build wraps the logger")
 	}
 }

@@ -128,17 +128,17 @@ const (
 func firstChildRows() []stepRow {
 	return []stepRow{
 		{Name: "the bench execs etcdlead", Who: "bench"},
-		{Name: "its run begins", Who: "supervisor", role: "sup", event: "cli.run", Unsplit: "the exec, the Go runtime's start, package initialisation, the command line's parsing by urfave/cli"},
-		{Name: "a keeper started (its fork; the keeper's own start goes on beside)", Who: "supervisor", role: "sup", event: "runner.keeper-started", Unsplit: "the options read and checked, signals caught, the logger, the fork"},
-		{Name: "its campaign begins", Who: "supervisor", role: "sup", event: "runner.campaign", Unsplit: "the etcd client set up"},
-		{Name: "lease granted", Who: "supervisor", role: "sup", event: "campaign.granted", Unsplit: "the dial (TCP, HTTP/2) and the LeaseGrant, a commit"},
-		{Name: "campaign transaction answered", Who: "supervisor", role: "sup", event: "campaign.enqueued", Unsplit: "a commit"},
-		{Name: "elected", Who: "supervisor", role: "sup", event: "campaign.elected"},
-		{Name: "it writes the start message to its keeper", Who: "supervisor", role: "sup", event: "supervisor.start-msg"},
-		{Name: "the keeper waits for it", Who: "keeper", role: "keeper", event: "keeper.ready", From: []int{keeperStarted}, OffPath: true,
+		{Name: "its run begins", Who: "supervisor", role: "sup", event: "run begins", Unsplit: "the exec, the Go runtime's start, package initialisation, the command line's parsing and check by urfave/cli, signals caught, the logger"},
+		{Name: "a keeper started (its fork; the keeper's own start goes on beside)", Who: "supervisor", role: "sup", event: "standby keeper started", Unsplit: "the status server, the containment chosen, the fork"},
+		{Name: "its campaign begins", Who: "supervisor", role: "sup", event: "campaign begins", Unsplit: "the etcd client set up"},
+		{Name: "lease granted", Who: "supervisor", role: "sup", event: "campaigning", Unsplit: "the dial (TCP, HTTP/2) and the LeaseGrant, a commit"},
+		{Name: "campaign transaction answered", Who: "supervisor", role: "sup", event: "enqueued", Unsplit: "a commit"},
+		{Name: "elected", Who: "supervisor", role: "sup", event: "elected"},
+		{Name: "it writes the start message to its keeper", Who: "supervisor", role: "sup", event: "sending start to keeper"},
+		{Name: "the keeper waits for it", Who: "keeper", role: "keeper", event: "keeper ready", From: []int{keeperStarted}, OffPath: true,
 			Unsplit: "the keeper's exec, its runtime's start, its signals caught; off the path unless later than the row above"},
-		{Name: "the keeper reads it", Who: "keeper", role: "keeper", event: "keeper.start-msg", From: []int{startMsg, startMsg + 1}},
-		{Name: "fork and exec of the child done", Who: "keeper", role: "keeper", event: "keeper.forked"},
+		{Name: "the keeper reads it", Who: "keeper", role: "keeper", event: "start received", From: []int{startMsg, startMsg + 1}},
+		{Name: "fork and exec of the child done", Who: "keeper", role: "keeper", event: "child forked"},
 		{Name: "the child's first instruction", Who: "child", Unsplit: "the child's own runtime start"},
 	}
 }

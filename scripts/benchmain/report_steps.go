@@ -62,7 +62,7 @@ func (r *report) sectionSteps(w func(string, ...any)) {
 		gapFigure = fmt.Sprintf("section %d", n)
 	}
 	w("A separate pass, so that no stamp's cost enters the gap of %s: %d candidates per election, lease TTL 10 s, each handoff as there (the leader's child exits on request). ", gapFigure, s.queue)
-	w("**etcdlead** stamps its own steps in a build with the tag `etcdlead_trace` (`internal/trace`; the bench builds it from the checkout beside the etcdlead it times, and a released etcdlead has no trace code) when `ETCDLEAD_TRACE` names a file: each mark is a CLOCK_MONOTONIC reading, the clock the bench's child stamps, written by the supervisor or the keeper at the step. ")
+	w("**etcdlead**'s steps are its own log lines, most at trace level: in a build with the tag `etcdlead_trace` (`internal/trace`; the bench builds it from the checkout beside the etcdlead it times, and a released etcdlead has no trace code), when `ETCDLEAD_TRACE` names a file, the one hook on each process's logger stamps every line, shown or not, with a CLOCK_MONOTONIC reading, the clock the bench's child stamps. ")
 	w("**etcdctl lock** cannot be asked, so what it does is read off the wire: each candidate talks to etcd through a proxy of its own that stamps every HTTP/2 frame as it passes (`scripts/benchmain/proxy.go`), with the same clock; a request is a new stream's HEADERS frame from etcdctl, its answer etcd's first frame on that stream, a watch event a DATA frame on the stream of the watch. ")
 	w("`strace -f -ttt` would split etcdctl's process steps too, but stops the process at every traced system call and stamps the wall clock; the proxy leaves the process alone and adds one loopback hop each way to each of its requests. ")
 	w("etcdlead's candidates go through proxies of their own in this pass too, so that the rows marked *(proxy)* are the same wire stamps for both tools, and the rows between a mark and the wire show the etcd client's own share. ")
@@ -132,7 +132,7 @@ func (r *report) sectionDeleted(w func(string, ...any)) {
 		}
 		if tab := s.tables[lead+" deleted"]; tab != nil && s.marks {
 			for i, row := range tab.rows {
-				if row.event != "campaign.lease-gone" {
+				if row.event != "predecessor lease gone" {
 					continue
 				}
 				if _, at := tab.stat(i); len(at) > 0 {

@@ -110,7 +110,8 @@ func readMarks(path string) (map[int][]mark, error) {
 	out := map[int][]mark{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		fl := strings.Fields(sc.Text())
+		// <ns> <pid> <the log line's message> (internal/trace)
+		fl := strings.SplitN(sc.Text(), " ", 3)
 		if len(fl) < 3 {
 			continue
 		}
@@ -172,33 +173,33 @@ func etcdleadRows(deleted bool) []stepRow {
 	if deleted {
 		rows = []stepRow{
 			{Name: "the leader's queue key deleted (request sent)", Who: "bench"},
-			{Name: "the old supervisor's guard sees the delete (watch event)", Who: "old supervisor", role: "old", event: "campaign.key-deleted", Unsplit: wakeUnsplit},
-			{Name: "its term loop sends the stop to the keeper", Who: "old supervisor", role: "old", event: "runner.stop-sent"},
-			{Name: "the old keeper reads the stop (then signals the group)", Who: "old keeper", role: "oldk", event: "keeper.stop-msg"},
-			{Name: "the old keeper reaps the child (wait4 returns)", Who: "old keeper", role: "oldk", event: "keeper.reaped"},
+			{Name: "the old supervisor's guard sees the delete (watch event)", Who: "old supervisor", role: "old", event: "key deleted", Unsplit: wakeUnsplit},
+			{Name: "its term loop sends the stop to the keeper", Who: "old supervisor", role: "old", event: "stop sent to keeper"},
+			{Name: "the old keeper reads the stop (then signals the group)", Who: "old keeper", role: "oldk", event: "stop received"},
+			{Name: "the old keeper reaps the child (wait4 returns)", Who: "old keeper", role: "oldk", event: "child reaped"},
 		}
 	} else {
 		rows = []stepRow{
 			{Name: "the old child's last instruction", Who: "old child"},
-			{Name: "the old keeper reaps it (wait4 returns)", Who: "old keeper", role: "oldk", event: "keeper.reaped"},
+			{Name: "the old keeper reaps it (wait4 returns)", Who: "old keeper", role: "oldk", event: "child reaped"},
 		}
 	}
 	rows = append(rows,
-		stepRow{Name: "the old keeper writes its report: no process left (ECHILD)", Who: "old keeper", role: "oldk", event: "keeper.exit-report"},
-		stepRow{Name: "the old supervisor reads the report", Who: "old supervisor", role: "old", event: "supervisor.exit-report"},
-		stepRow{Name: "its term loop sees the child done", Who: "old supervisor", role: "old", event: "runner.child-done"},
+		stepRow{Name: "the old keeper writes its report: no process left (ECHILD)", Who: "old keeper", role: "oldk", event: "reporting exit"},
+		stepRow{Name: "the old supervisor reads the report", Who: "old supervisor", role: "old", event: "keeper reported the exit"},
+		stepRow{Name: "its term loop sees the child done", Who: "old supervisor", role: "old", event: "child done"},
 	)
 	if deleted {
-		rows = append(rows, stepRow{Name: "revoke sent", Who: "old supervisor", role: "old", event: "campaign.revoke"})
+		rows = append(rows, stepRow{Name: "revoke sent", Who: "old supervisor", role: "old", event: "revoking lease"})
 		revoke := len(rows) - 1
 		rows = append(rows,
-			stepRow{Name: "revoke answered", Who: "old supervisor", role: "old", event: "campaign.revoked", From: []int{revoke}, OffPath: true},
-			stepRow{Name: "watch event at the next candidate (the old sentinel's delete)", Who: "next supervisor", role: "next", event: "campaign.wake", From: []int{revoke}, Unsplit: wakeUnsplit},
+			stepRow{Name: "revoke answered", Who: "old supervisor", role: "old", event: "revoke answered", From: []int{revoke}, OffPath: true},
+			stepRow{Name: "watch event at the next candidate (the old sentinel's delete)", Who: "next supervisor", role: "next", event: "predecessor moved; looking again", From: []int{revoke}, Unsplit: wakeUnsplit},
 		)
 	} else {
 		// The graceful pass runs etcdlead's candidates through proxies too,
 		// so that its requests are seen on the wire as etcdctl lock's are.
-		rows = append(rows, stepRow{Name: "revoke handed to the etcd client", Who: "old supervisor", role: "old", event: "campaign.revoke"})
+		rows = append(rows, stepRow{Name: "revoke handed to the etcd client", Who: "old supervisor", role: "old", event: "revoking lease"})
 		revoke := len(rows) - 1
 		rows = append(rows, stepRow{Name: "the revoke on the wire", Who: "old supervisor (proxy)", Unsplit: "the client's gRPC stack",
 			wire: func(r tracedRound, ts []int64) int64 {
@@ -207,9 +208,9 @@ func etcdleadRows(deleted bool) []stepRow {
 			}})
 		sent := len(rows) - 1
 		rows = append(rows,
-			stepRow{Name: "revoke answered", Who: "old supervisor", role: "old", event: "campaign.revoked", From: []int{revoke}, OffPath: true},
+			stepRow{Name: "revoke answered", Who: "old supervisor", role: "old", event: "revoke answered", From: []int{revoke}, OffPath: true},
 			stepRow{Name: "watch event on the wire to the next candidate (the old sentinel's delete)", Who: "next supervisor (proxy)", From: []int{sent}, Unsplit: wakeUnsplit},
-			stepRow{Name: "the event reaches the campaign", Who: "next supervisor", role: "next", event: "campaign.wake", Unsplit: "the client's gRPC stack and watch dispatch"},
+			stepRow{Name: "the event reaches the campaign", Who: "next supervisor", role: "next", event: "predecessor moved; looking again", Unsplit: "the client's gRPC stack and watch dispatch"},
 		)
 		// The event is the last frame of etcd's to the next candidate
 		// before its campaign heard of it.
@@ -263,19 +264,19 @@ func etcdleadRows(deleted bool) []stepRow {
 		from = []int{len(rows) - 1}
 	}
 	rows = append(rows,
-		stepRow{Name: "its lease look-up answered (LeaseTimeToLive, sent at once with the start read)", Who: "next supervisor", role: "next", event: "campaign.ttl", From: from},
-		stepRow{Name: "its start read answered (one transaction)", Who: "next supervisor", role: "next", event: "campaign.start-read", From: from},
+		stepRow{Name: "its lease look-up answered (LeaseTimeToLive, sent at once with the start read)", Who: "next supervisor", role: "next", event: "predecessor lease looked up", From: from},
+		stepRow{Name: "its start read answered (one transaction)", Who: "next supervisor", role: "next", event: "start read answered", From: from},
 	)
 	reads := []int{len(rows) - 2, len(rows) - 1}
 	if deleted {
-		rows = append(rows, stepRow{Name: "a lease that outlived its keys seen gone (the barrier's poll)", Who: "next supervisor", role: "next", event: "campaign.lease-gone", From: reads})
+		rows = append(rows, stepRow{Name: "a lease that outlived its keys seen gone (the barrier's poll)", Who: "next supervisor", role: "next", event: "predecessor lease gone", From: reads})
 		reads = append(reads, len(rows)-1)
 	}
 	rows = append(rows,
-		stepRow{Name: "barrier passed and confirmed: elected", Who: "next supervisor", role: "next", event: "campaign.elected", From: reads},
-		stepRow{Name: "it writes the start message to its standby keeper", Who: "next supervisor", role: "next", event: "supervisor.start-msg"},
-		stepRow{Name: "the keeper reads it", Who: "next keeper", role: "nextk", event: "keeper.start-msg"},
-		stepRow{Name: "fork and exec of the child done", Who: "next keeper", role: "nextk", event: "keeper.forked"},
+		stepRow{Name: "barrier passed and confirmed: elected", Who: "next supervisor", role: "next", event: "elected", From: reads},
+		stepRow{Name: "it writes the start message to its standby keeper", Who: "next supervisor", role: "next", event: "sending start to keeper"},
+		stepRow{Name: "the keeper reads it", Who: "next keeper", role: "nextk", event: "start received"},
+		stepRow{Name: "fork and exec of the child done", Who: "next keeper", role: "nextk", event: "child forked"},
 		stepRow{Name: "the new child's first instruction", Who: "new child", Unsplit: "the child's own runtime start"},
 	)
 	return rows

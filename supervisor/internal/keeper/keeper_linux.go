@@ -20,7 +20,6 @@ import (
 	"github.com/etcdlead/etcdlead/internal/bootclock"
 	"github.com/etcdlead/etcdlead/internal/fence"
 	"github.com/etcdlead/etcdlead/internal/logbuf"
-	"github.com/etcdlead/etcdlead/internal/trace"
 	"github.com/etcdlead/etcdlead/signals"
 	"github.com/etcdlead/etcdlead/supervisor/internal/proctree"
 )
@@ -137,10 +136,11 @@ func Run(args []string) int {
 	}
 
 	cmds := readCommands(ctrl)
-	trace.Mark("keeper.ready")
+	log.Trace("keeper ready")
 	if !awaitStart(cmds, &kc) {
 		return 0 // the supervisor gave up this term: no child
 	}
+	log.Trace("start received")
 	g := &groupState{fence: kc.fence, killSignal: kc.killSignal}
 	// Armed before the child can start: a fence point that passes after the
 	// check in runChild wakes the keeper at once.
@@ -152,7 +152,7 @@ func Run(args []string) int {
 	exited := make(chan struct{})
 	release := make(chan struct{})
 	defer close(release)
-	go runChild(kc, tty, started, exited, release)
+	go runChild(kc, log, tty, started, exited, release)
 	res := <-started
 	switch {
 	case res.pastFence:
@@ -177,7 +177,7 @@ func Run(args []string) int {
 	if tty {
 		restoreForeground(res.pid, ttyPgrp)
 	}
-	trace.Mark("keeper.exit-report")
+	log.Trace("reporting exit")
 	fmt.Fprint(status, Report{Op: OpExit, Code: g.exitCode(), Reason: g.reason, Signaled: g.signaled() && g.reason == ReasonExited})
 	if g.reason == ReasonOrphaned && cg != "" {
 		// Nobody else will: the supervisor is gone. Its own cgroup and
@@ -196,7 +196,6 @@ func Run(args []string) int {
 func awaitStart(cmds <-chan Command, kc *keeperConfig) bool {
 	for c := range cmds {
 		if c.Op == OpStart {
-			trace.Mark("keeper.start-msg")
 			kc.fence.Deadline = c.Deadline
 			kc.env = c.Env
 			return true
@@ -220,7 +219,7 @@ type startResult struct {
 // the keeper may still signal the group. It stays on one locked OS thread
 // until release: Pdeathsig fires when the thread that forked the child
 // exits, not the process.
-func runChild(kc keeperConfig, tty bool, started chan<- startResult, exited, release chan struct{}) {
+func runChild(kc keeperConfig, log hclog.Logger, tty bool, started chan<- startResult, exited, release chan struct{}) {
 	runtime.LockOSThread()
 	defer func() { <-release }()
 	command := func(cgroupFD int) *exec.Cmd {
@@ -278,7 +277,7 @@ func runChild(kc keeperConfig, tty bool, started chan<- startResult, exited, rel
 		return
 	}
 	pid := cmd.Process.Pid
-	trace.MarkInt("keeper.forked", "pid", int64(pid))
+	log.Trace("child forked")
 	started <- startResult{pid: pid, cgroupErr: cgroupErr}
 	defer close(exited)
 	for {

@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/etcdlead/etcdlead/internal/bootclock"
-	"github.com/etcdlead/etcdlead/internal/trace"
 	"github.com/etcdlead/etcdlead/signals"
 	"github.com/etcdlead/etcdlead/supervisor/internal/proctree"
 )
@@ -166,7 +165,7 @@ func (k *keeper) apply(c Command) {
 	case OpDeadline:
 		k.g.setDeadline(c.Deadline)
 	case OpStop:
-		trace.Mark("keeper.stop-msg")
+		k.log.Trace("stop received")
 		k.stopTree(k.g.stop(now, c.Sig, ReasonStopped))
 	case OpKill:
 		k.stopTree(k.g.kill(ReasonStopped))
@@ -322,7 +321,7 @@ func (k *keeper) finish() bool {
 		k.g.reaped(ws)
 		k.leaderReaped = true
 		k.reap.Unlock()
-		trace.MarkInt("keeper.reaped", "pid", int64(k.pid))
+		k.log.Trace("child reaped")
 	}
 	// The children files are exact only while no process is re-parented
 	// as they are read; the kernel's own answer confirms. A child found
