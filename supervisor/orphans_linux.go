@@ -43,8 +43,15 @@ type orphans struct{ sw *proctree.Sweep }
 // child of this process that is not a live keeper, with everything below
 // it. Keepers are left alone, with their trees: they are another term's.
 func killOrphans(pgid int) *orphans {
-	if pgid > 0 && isOwnOrphan(pgid) {
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	if pgid > 0 {
+		// Checked and signalled under the keepers' lock, so that nothing
+		// reaps the group's leader in between (ReapAdopted) and frees its
+		// pid for reuse.
+		keepers.Lock()
+		if isOwnOrphan(pgid) {
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+		keepers.Unlock()
 	}
 	o := &orphans{sw: proctree.NewSweep(os.Getpid(), syscall.SIGKILL, 0)}
 	o.sw.Exclude = isKeeper
@@ -62,11 +69,9 @@ func (o *orphans) sweep() {
 // keeper: the direct child of a dead keeper, which the keeper never reaped
 // (it reaps it last), so its pid, its group's id, is not yet free for
 // reuse. A group is signalled only then; else the sweep alone reaches what
-// is left.
+// is left. Called with keepers locked.
 func isOwnOrphan(pid int) bool {
 	st, err := proctree.ReadStat(pid)
-	keepers.Lock()
-	defer keepers.Unlock()
 	return err == nil && st.PPid == os.Getpid() && !isKeeper(pid)
 }
 

@@ -66,3 +66,6 @@ func intoCgroup(*syscall.SysProcAttr, int) {}
 func (*Child) superviseFence()         {}
 func (*Child) moveFence(time.Duration) {}
 func (*Child) supervisorFenced() bool  { return false }
+
+// ReapAdopted does nothing here.
+func ReapAdopted() (stop func()) { return func() {} }

@@ -36,6 +36,8 @@ func runAction(c *cli.Context, raw []string) (err error) {
 	// counts (a `systemctl stop` of a campaigning etcdlead ends it at once).
 	// Not stopped: the process exits when run returns (Catcher.Stop).
 	sigs := signals.Catch()
+	// As a container's entrypoint, etcdlead is its PID namespace's init.
+	defer supervisor.ReapAdopted()()
 	deferred := newDeferredLog(rc)
 	defer deferred.release(true) // a return before the outcome shows what was logged
 	log := newLogger(rc.logLevel, rc.logJSON, deferred)
