@@ -98,8 +98,7 @@ func Handler(m *Monitor) http.Handler {
 			return
 		}
 		// Read now, not kept: without --status-addr nothing reads them.
-		vm.WriteProcessMetrics(w)
-		vm.WriteFDMetrics(w)
+		_, _ = writeRuntime(w)
 	})
 	return mux
 }
