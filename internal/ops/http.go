@@ -78,7 +78,8 @@ func Serve(addr string, m *Monitor) (string, func(), error) {
 func Handler(m *Monitor) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		answer(w, m.Healthy(), "renewals succeed", "etcd not reached within one TTL")
+		ok, why := m.Health()
+		answer(w, ok, why, why)
 	})
 	mux.HandleFunc("/leader", func(w http.ResponseWriter, _ *http.Request) {
 		answer(w, m.Leading(), "leading", "not leading")
@@ -98,8 +99,7 @@ func Handler(m *Monitor) http.Handler {
 			return
 		}
 		// Read now, not kept: without --status-addr nothing reads them.
-		vm.WriteProcessMetrics(w)
-		vm.WriteFDMetrics(w)
+		_, _ = writeRuntime(w)
 	})
 	return mux
 }

@@ -2,9 +2,12 @@ package ops
 
 import (
 	"errors"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -187,5 +190,46 @@ func TestMetricsTypesHelpAndValues(t *testing.T) {
 	}
 	if h.GetSampleCount() != 1 || math.Abs(h.GetSampleSum()-0.003) > 1e-9 {
 		t.Errorf("renewal histogram count %d sum %v, want one renewal of 3 ms", h.GetSampleCount(), h.GetSampleSum())
+	}
+}
+
+// Every family on /metrics, etcdlead's and the Go runtime's and the
+// process's, passes Prometheus' own linter, `promtool check metrics`: a
+// HELP text each, counters and only counters ending in _total, no _count
+// outside histograms and summaries. .ci/run installs promtool (Debian's
+// prometheus package); on CI a missing promtool fails the test.
+func TestMetricsPassPromtool(t *testing.T) {
+	if left, err := writeRuntime(io.Discard); err != nil || len(left) > 0 {
+		t.Errorf("the library wrote families runtimeFamilies does not know, left out of /metrics: %q (%v)", left, err)
+	}
+	tool, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("promtool is missing: .ci/run installs Debian's prometheus package for this test")
+		}
+		t.Skip("promtool is missing (apt-get install prometheus): /metrics is not linted")
+	}
+	m := New("jobs", "c1", "v1.2.3", 10*time.Second, nil)
+	m.Queued("p/jobs/1")
+	m.Elected("p/jobs/1", 7, 1)
+	m.ChildStarted(42)
+	m.Renewed(3*time.Millisecond, nil)
+	m.ChildExited(2, true)
+	m.TermEnded(ReasonFenced)
+	code, body := get(t, Handler(m), "/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics %d", code)
+	}
+	for _, name := range []string{"etcdlead_child_exits_total", "etcdlead_renewal_duration_seconds", "go_goroutines",
+		"go_gc_duration_seconds", "go_sched_latencies_seconds", "process_cpu_seconds_total", "process_open_fds"} {
+		if !strings.Contains(body, "\n# TYPE "+name+" ") {
+			t.Errorf("/metrics lacks %s: the lint would not cover it", name)
+		}
+	}
+	cmd := exec.Command(tool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(body)
+	out, err := cmd.CombinedOutput()
+	if err != nil || len(out) > 0 {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
 	}
 }

@@ -50,6 +50,8 @@ type Monitor struct {
 	ttl          time.Duration
 	notify       func(state string) // sd_notify, or a no-op
 	ready        sync.Once
+	now          func() time.Time // the wall clock; tests set their own
+	started      time.Time
 
 	mu       sync.Mutex
 	role     string
@@ -57,8 +59,7 @@ type Monitor struct {
 	rev      int64
 	lease    int64
 	childPid int
-	lastOK   time.Time // last successful contact with etcd: queued or renewed
-	failing  bool
+	lastOK   time.Time // last answer from etcd: queued or renewed
 	// holders is --holders when more than one, and slot the slot of the
 	// term this instance holds (-1 for none).
 	holders, slot int
@@ -73,8 +74,8 @@ func New(election, id, version string, ttl time.Duration, notify func(string)) *
 	if notify == nil {
 		notify = func(string) {}
 	}
-	return &Monitor{election: election, id: id, ttl: ttl, notify: notify, role: RoleStarting, slot: -1,
-		m: newMetrics(election, id, version)}
+	return &Monitor{election: election, id: id, ttl: ttl, notify: notify, now: time.Now, started: time.Now(),
+		role: RoleStarting, slot: -1, m: newMetrics(election, id, version)}
 }
 
 // Contained records the containment in force (supervisor.Contain).
@@ -84,17 +85,17 @@ func (m *Monitor) Contained(mode, cgroup, why string) {
 	m.containment = Containment{Mode: mode, Cgroup: cgroup, Reason: why}
 }
 
-// Renewed implements campaign.Observer.
+// Renewed implements campaign.Observer. A failed renewal alone does not
+// make this instance unhealthy: the lease outlives it, and the next
+// attempt follows within the renewal interval (docs/design.md).
 func (m *Monitor) Renewed(latency time.Duration, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err != nil {
-		m.failing = true
 		m.m.renewFails.Inc()
 		return
 	}
-	m.failing = false
-	m.lastOK = time.Now()
+	m.lastOK = m.now()
 	m.m.renewal.Update(latency.Seconds())
 }
 
@@ -104,8 +105,7 @@ func (m *Monitor) BarrierWait() { m.m.barrier.Inc() }
 // Queued: connected and campaigning, at key.
 func (m *Monitor) Queued(key string) {
 	m.mu.Lock()
-	m.lastOK = time.Now()
-	m.failing = false
+	m.lastOK = m.now()
 	m.mu.Unlock()
 	m.ready.Do(func() { m.notify("READY=1") })
 	m.SetRole(RoleCampaigning)
@@ -177,12 +177,36 @@ func (m *Monitor) TermEnded(reason string) {
 	m.m.change(reason).Inc()
 }
 
-// Healthy: etcd answered within one TTL, and the last renewal did not fail.
+// Healthy: etcd answered this instance (its queueing or a renewal of its
+// lease) within one TTL.
 func (m *Monitor) Healthy() bool {
+	ok, _ := m.Health()
+	return ok
+}
+
+// Health is Healthy, and a line that names the check and its bound: when
+// etcd last answered, or that it has not since the start, against one TTL.
+// One TTL is the bound the lease itself sets: unanswered for that long,
+// this instance is past the fence of any term it led, so its command was
+// stopped (docs/design.md); a shorter silence, or a failed renewal, is
+// what the renewals ride out.
+func (m *Monitor) Health() (bool, string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return !m.failing && !m.lastOK.IsZero() && time.Since(m.lastOK) < m.ttl
+	now := m.now()
+	if m.lastOK.IsZero() {
+		return false, fmt.Sprintf("unhealthy: etcd has not answered since the start, %s ago; healthy needs an answer within one TTL (%s)",
+			since(now, m.started), m.ttl)
+	}
+	ago := since(now, m.lastOK)
+	if ago < m.ttl {
+		return true, fmt.Sprintf("healthy: etcd answered %s ago, within one TTL (%s)", ago, m.ttl)
+	}
+	return false, fmt.Sprintf("unhealthy: etcd last answered %s ago, not within one TTL (%s)", ago, m.ttl)
 }
+
+// since is now-t in milliseconds: finer digits would say nothing.
+func since(now, t time.Time) time.Duration { return now.Sub(t).Truncate(time.Millisecond) }
 
 // Leading: this instance leads and its command runs.
 func (m *Monitor) Leading() bool {

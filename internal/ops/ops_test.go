@@ -44,26 +44,42 @@ func TestLeaderOnlyWhileChildRuns(t *testing.T) {
 	step("term ended", http.StatusServiceUnavailable)
 }
 
-// /healthz and the watchdog: healthy only after contact with etcd, and not
-// while renewals fail.
-func TestHealthFollowsEtcdContact(t *testing.T) {
+// /healthz and the watchdog: healthy exactly while etcd answered within
+// one TTL, whatever a failed renewal in between says; the body names that
+// check, when etcd last answered and the bound, in every state.
+func TestHealthIsEtcdAnswerWithinOneTTL(t *testing.T) {
 	m := New("jobs", "c1", "v1.2.3", 10*time.Second, nil)
+	clock := m.started
+	m.now = func() time.Time { return clock }
 	h := Handler(m)
-	if code, _ := get(t, h, "/healthz"); code != http.StatusServiceUnavailable || m.Healthy() {
-		t.Errorf("healthy before any contact with etcd (%d)", code)
+	step := func(what string, wantOK bool, wantBody string) {
+		t.Helper()
+		want := http.StatusOK
+		if !wantOK {
+			want = http.StatusServiceUnavailable
+		}
+		code, body := get(t, h, "/healthz")
+		if code != want || body != wantBody+"\n" || m.Healthy() != wantOK {
+			t.Errorf("%s: /healthz %d %q (Healthy %v), want %d %q", what, code, body, m.Healthy(), want, wantBody)
+		}
 	}
+	clock = clock.Add(1500 * time.Millisecond)
+	step("before any answer", false,
+		"unhealthy: etcd has not answered since the start, 1.5s ago; healthy needs an answer within one TTL (10s)")
 	m.Queued("p/jobs/1")
-	if code, _ := get(t, h, "/healthz"); code != http.StatusOK {
-		t.Errorf("/healthz %d after queueing, want 200", code)
-	}
-	m.Renewed(0, errors.New("unreachable"))
-	if code, _ := get(t, h, "/healthz"); code != http.StatusServiceUnavailable {
-		t.Errorf("/healthz %d while renewals fail, want 503", code)
-	}
-	m.Renewed(time.Millisecond, nil)
-	if !m.Healthy() {
-		t.Error("not healthy after a renewal succeeded")
-	}
+	step("queued", true, "healthy: etcd answered 0s ago, within one TTL (10s)")
+	clock = clock.Add(2 * time.Second)
+	m.Renewed(time.Second, errors.New("context deadline exceeded"))
+	step("a renewal failed 2s after the last answer", true, "healthy: etcd answered 2s ago, within one TTL (10s)")
+	clock = clock.Add(7999 * time.Millisecond)
+	m.Renewed(time.Second, errors.New("context deadline exceeded"))
+	step("unanswered for just under one TTL", true, "healthy: etcd answered 9.999s ago, within one TTL (10s)")
+	clock = clock.Add(time.Millisecond)
+	step("unanswered for one TTL", false, "unhealthy: etcd last answered 10s ago, not within one TTL (10s)")
+	clock = clock.Add(25 * time.Second)
+	step("unanswered for longer", false, "unhealthy: etcd last answered 35s ago, not within one TTL (10s)")
+	m.Renewed(3*time.Millisecond, nil)
+	step("renewed", true, "healthy: etcd answered 0s ago, within one TTL (10s)")
 }
 
 // /status is this instance's view; systemd hears READY=1 once and each

@@ -10,9 +10,10 @@ import (
 // a no-op elsewhere (no NOTIFY_SOCKET).
 func Notify(state string) { _, _ = daemon.SdNotify(false, state) }
 
-// Watchdog pings systemd at half of WatchdogSec, but only while renewals
-// succeed: a supervisor that cannot reach etcd should be restarted by
-// systemd rather than pretend to be well. It returns a stop function.
+// Watchdog pings systemd at half of WatchdogSec, but only while healthy
+// (etcd answered within one TTL): a supervisor that cannot reach etcd
+// should be restarted by systemd rather than pretend to be well. It
+// returns a stop function.
 func Watchdog(healthy func() bool) func() {
 	interval, err := daemon.SdWatchdogEnabled(false)
 	if err != nil || interval <= 0 {
