@@ -2,12 +2,15 @@ package etcdtest_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlead/etcdlead/internal/testsupport/etcdtest"
 )
@@ -108,4 +111,43 @@ func TestRestartAllAfterQuorumLoss(t *testing.T) {
 	}
 	c.RestartAll(t)
 	putGet(t, c.Endpoints(), "k", "v2")
+}
+
+// Defrag reaches the member it names: the space that a delete and a
+// compaction freed is given back to the file system there.
+func TestDefrag(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t, etcdtest.Options{})
+	cli := c.Client(t)
+	val := strings.Repeat("x", 1<<10)
+	for i := range 20 {
+		var ops []clientv3.Op
+		for j := range 100 {
+			ops = append(ops, clientv3.OpPut(fmt.Sprintf("k/%d/%d", i, j), val))
+		}
+		if _, err := cli.Txn(ctx(t)).Then(ops...).Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	del, err := cli.Delete(ctx(t), "k/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Compact(ctx(t), del.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	size := func() int64 {
+		st, err := cli.Status(ctx(t), c.Member(0).ClientAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.DbSize
+	}
+	before := size()
+	if took := c.Member(0).Defrag(t); took <= 0 {
+		t.Errorf("defrag took %v", took)
+	}
+	if after := size(); after >= before {
+		t.Errorf("database of %d bytes after defrag, %d before: not defragmented", after, before)
+	}
 }
