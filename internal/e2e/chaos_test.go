@@ -26,11 +26,11 @@ import (
 // fault met a leader, that leadership moved and the fence fired as those
 // faults must make it, and that no two children ran and no child or
 // descendant was left. The summary also counts, per fault kind, the terms
-// that ended during a fault or a TTL after: faults that must end no term
-// (an etcd follower frozen, a slow link) show there what they cost. scripts/chaos
-// adds random faults for as long as asked. A hand-revoked lease is left out
-// on purpose: that case is bounded, not zero (docs/design.md), so it would
-// be an expected overlap.
+// that ended during a fault or within a TTL after it (see termsEnded):
+// faults that must end no term (an etcd follower frozen, a slow link) show
+// there what they cost. scripts/chaos adds random faults for as long as
+// asked. A hand-revoked lease is left out on purpose: that case is bounded,
+// not zero (docs/design.md), so it would be an expected overlap.
 var (
 	chaosDuration   = flag.Duration("chaos.duration", 0, "how long TestChaos injects random faults after its fixed schedule")
 	chaosSeed       = flag.Uint64("chaos.seed", 0, "seed of TestChaos, to replay a run (0: from the clock)")
@@ -530,7 +530,7 @@ func (c *chaos) finish() {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos summary\n")
 	for _, k := range kinds {
-		fmt.Fprintf(&b, "  faults  %-30s %3d (%d with a leader; %d terms ended during or a TTL after)\n", k, c.faults[k], c.onLeader[k], ended[k])
+		fmt.Fprintf(&b, "  faults  %-30s %3d (%d with a leader; %d terms ended in it or the TTL after)\n", k, c.faults[k], c.onLeader[k], ended[k])
 	}
 	fmt.Fprintf(&b, "  leader changes                         %d\n", len(starts))
 	fmt.Fprintf(&b, "  fence firings                          %d\n", fences)
@@ -624,24 +624,26 @@ func (c *chaos) longestGap(procs []*candidate) (time.Duration, string) {
 }
 
 // termsEnded counts, per fault kind, the children that ended while a fault
-// of that kind was in place or within a TTL after it, the time a lost
-// renewal takes to end a term: what the faults that must end no term (an
-// etcd member frozen, a slow link) cost. A term that ends within a TTL
-// after two faults counts for both.
+// of that kind was in place or after it, within a TTL (the time a lost
+// renewal takes to end a term) and before the next fault: what the faults
+// that must end no term (an etcd member frozen, a slow link) cost.
 func (c *chaos) termsEnded(procs []*candidate) map[string]int {
-	var ends []time.Time
+	var ends []stamped
 	for _, p := range procs {
-		for _, x := range append(p.log.matching("child exited"), p.log.matching("supervisor gone; stopping the child")...) {
-			ends = append(ends, x.at)
-		}
+		ends = append(ends, p.log.matching("child exited")...)
+		ends = append(ends, p.log.matching("supervisor gone; stopping the child")...)
 	}
 	out := map[string]int{}
-	for _, f := range c.history {
+	for i, f := range c.history {
 		if f.end.IsZero() {
 			continue
 		}
-		for _, at := range ends {
-			if !at.Before(f.at) && at.Before(f.end.Add(chaosTTL)) {
+		until := f.end.Add(chaosTTL)
+		if i+1 < len(c.history) && c.history[i+1].at.Before(until) {
+			until = c.history[i+1].at
+		}
+		for _, x := range ends {
+			if !x.at.Before(f.at) && x.at.Before(until) {
 				out[f.kind]++
 			}
 		}
