@@ -151,3 +151,56 @@ func TestDefrag(t *testing.T) {
 		t.Errorf("database of %d bytes after defrag, %d before: not defragmented", after, before)
 	}
 }
+
+// The helpers for one member's faults, on one 3-member cluster: MoveLeader
+// hands the raft leadership where asked; a frozen member answers nothing
+// until thawed; OpenStreams counts a stream while it is open.
+func TestMemberFaultHelpers(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t, etcdtest.Options{Members: 3})
+
+	to := (c.RaftLeader(t) + 1) % 3
+	c.MoveLeader(t, to)
+	if got := c.RaftLeader(t); got != to {
+		t.Errorf("raft leader is member %d after MoveLeader(%d)", got, to)
+	}
+
+	m := c.Member((to + 1) % 3)
+	cli := etcdtest.NewClient(t, m.ClientAddr())
+	if _, err := cli.Get(ctx(t), "k"); err != nil {
+		t.Fatal(err)
+	}
+	m.Freeze(t)
+	short, cancel := context.WithTimeout(ctx(t), 500*time.Millisecond)
+	_, err := cli.Get(short, "k")
+	cancel()
+	if err == nil {
+		t.Error("a frozen member answered a Get")
+	}
+	m.Thaw(t)
+	if _, err := cli.Get(ctx(t), "k"); err != nil {
+		t.Errorf("a thawed member: %v", err)
+	}
+
+	before := m.OpenStreams(t, "Watch")
+	wctx, stop := context.WithCancel(clientv3.WithRequireLeader(ctx(t)))
+	cli.Watch(wctx, "k")
+	waitStreams(t, m, "Watch", before+1)
+	stop()
+	waitStreams(t, m, "Watch", before)
+}
+
+// waitStreams waits until m has want streams of method open; the metrics
+// change a moment after the stream does, and offer no event.
+func waitStreams(t *testing.T, m *etcdtest.Member, method string, want int) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		got := m.OpenStreams(t, method)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d %s streams open, want %d", got, method, want)
+		}
+	}
+}
