@@ -51,9 +51,9 @@ func termKept(t *testing.T, fault string, c1, c2 *candidate, from int) bool {
 // the observation, not a wait for an event.
 func afterFault() { time.Sleep(fastTTL) }
 
-// A restart, of one of two kinds: graceful (SIGTERM; etcd waits for its
-// open streams to end, up to its request timeout, before it exits) or a
-// crash (SIGKILL). Either way the member starts again as soon as it exited.
+// A restart, of one of two kinds: graceful (SIGTERM, after which a member
+// with streams open may take seconds to exit) or a crash (SIGKILL). Either
+// way the member starts again as soon as it has exited.
 type restart struct {
 	kind string
 	stop func(testing.TB, *etcdtest.Member)
