@@ -20,13 +20,17 @@ import (
 	"github.com/etcdlead/etcdlead/internal/testsupport/proctest"
 )
 
-// The chaos soak. The suite runs a fixed schedule that hits the leader with
-// every fault kind once and asserts that each fault met a leader, that
-// leadership moved and the fence fired as those faults must make it, and
-// that no two children ran and no child or descendant was left. scripts/chaos
-// adds random faults for as long as asked. A hand-revoked lease is left out
-// on purpose: that case is bounded, not zero (docs/design.md), so it would
-// be an expected overlap.
+// The chaos soak, on a 3-member etcd, every candidate given all three
+// members (each through a proxy of its own). The suite runs a fixed schedule
+// that hits the leader with every fault kind once and asserts that each
+// fault met a leader, that leadership moved and the fence fired as those
+// faults must make it, and that no two children ran and no child or
+// descendant was left. The summary also counts, per fault kind, the terms
+// that ended during a fault or within a TTL after it (see termsEnded):
+// faults that must end no term (an etcd follower frozen, a slow link) show
+// there what they cost. scripts/chaos adds random faults for as long as
+// asked. A hand-revoked lease is left out on purpose: that case is bounded,
+// not zero (docs/design.md), so it would be an expected overlap.
 var (
 	chaosDuration   = flag.Duration("chaos.duration", 0, "how long TestChaos injects random faults after its fixed schedule")
 	chaosSeed       = flag.Uint64("chaos.seed", 0, "seed of TestChaos, to replay a run (0: from the clock)")
@@ -63,8 +67,8 @@ type chaos struct {
 }
 
 type faultAt struct {
-	kind string
-	at   time.Time
+	kind    string
+	at, end time.Time // injected, and done with (undone, where it is undone)
 }
 
 // fault is one kind of fault; leader says it hits one candidate, which the
@@ -173,6 +177,24 @@ var faults = []fault{
 		c.pause(500*time.Millisecond, 3*time.Second)
 		m.Restart(c.t)
 	}},
+	{"freeze etcd raft leader", false, false, func(c *chaos, _ *chaosCand) {
+		c.freezeMember(c.cluster.RaftLeader(c.t))
+	}},
+	{"freeze etcd follower", false, false, func(c *chaos, _ *chaosCand) {
+		c.freezeMember((c.cluster.RaftLeader(c.t) + 1 + c.rng.IntN(2)) % 3)
+	}},
+	{"slow link", true, false, func(c *chaos, cc *chaosCand) {
+		// Every byte to and from etcd, each way, up to TTL/4 late: a round
+		// trip of at most TTL/2, which the leader's renewals outlast.
+		d := time.Millisecond + time.Duration(c.rng.Int64N(int64(chaosTTL/4)))
+		for _, p := range cc.proxies {
+			p.Delay(d)
+		}
+		c.pause(chaosTTL, 3*chaosTTL)
+		for _, p := range cc.proxies {
+			p.Delay(0)
+		}
+	}},
 	{"compact + reset", true, false, func(c *chaos, cc *chaosCand) {
 		if resp, err := c.cli.Put(ctxT(c.t), "chaos/filler", "x"); err == nil {
 			if _, err := c.cli.Compact(ctxT(c.t), resp.Header.Revision); err != nil {
@@ -224,7 +246,7 @@ func TestChaos(t *testing.T) {
 		c.inject(f, target)
 		c.pause(100*time.Millisecond, 1500*time.Millisecond)
 	}
-	c.history = append(c.history, faultAt{"end of faults", time.Now()})
+	c.history = append(c.history, faultAt{kind: "end of faults", at: time.Now()})
 	c.waitForLeader()
 	c.finish()
 }
@@ -259,7 +281,7 @@ func (c *chaos) pause(lo, hi time.Duration) {
 
 func (c *chaos) inject(f fault, target *chaosCand) {
 	c.faults[f.kind]++
-	c.history = append(c.history, faultAt{f.kind, time.Now()})
+	c.history = append(c.history, faultAt{kind: f.kind, at: time.Now()})
 	if f.leader && target != nil && c.runningChild(target.cur) != 0 {
 		c.onLeader[f.kind]++
 	}
@@ -269,6 +291,7 @@ func (c *chaos) inject(f fault, target *chaosCand) {
 		}
 	}
 	f.do(c, target)
+	c.history[len(c.history)-1].end = time.Now()
 	// A candidate that ended without being told to is a finding.
 	for _, x := range c.cands {
 		if !x.cur.running() {
@@ -306,6 +329,15 @@ func (c *chaos) reset(cc *chaosCand) {
 	for _, p := range cc.proxies {
 		p.Pass()
 	}
+}
+
+// freezeMember stops etcd member i (SIGSTOP) for 1-3xTTL, then resumes
+// it: connected, answering nothing, while the two others keep a quorum.
+func (c *chaos) freezeMember(i int) {
+	m := c.cluster.Member(i)
+	m.Freeze(c.t)
+	c.pause(chaosTTL, 3*chaosTTL)
+	m.Thaw(c.t)
 }
 
 // seenPid is a pid, and when a line of the probe's told it: a later
@@ -489,6 +521,7 @@ func (c *chaos) finish() {
 		}
 	}
 	gap, cause := c.longestGap(procs)
+	ended := c.termsEnded(procs)
 	kinds := make([]string, 0, len(c.faults))
 	for k := range c.faults {
 		kinds = append(kinds, k)
@@ -497,7 +530,7 @@ func (c *chaos) finish() {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos summary\n")
 	for _, k := range kinds {
-		fmt.Fprintf(&b, "  faults  %-30s %3d (%d with a leader)\n", k, c.faults[k], c.onLeader[k])
+		fmt.Fprintf(&b, "  faults  %-30s %3d (%d with a leader; %d terms ended in it or the TTL after)\n", k, c.faults[k], c.onLeader[k], ended[k])
 	}
 	fmt.Fprintf(&b, "  leader changes                         %d\n", len(starts))
 	fmt.Fprintf(&b, "  fence firings                          %d\n", fences)
@@ -588,6 +621,34 @@ func (c *chaos) longestGap(procs []*candidate) (time.Duration, string) {
 		}
 	}
 	return longest, cause
+}
+
+// termsEnded counts, per fault kind, the children that ended while a fault
+// of that kind was in place or after it, within a TTL (the time a lost
+// renewal takes to end a term) and before the next fault: what the faults
+// that must end no term (an etcd member frozen, a slow link) cost.
+func (c *chaos) termsEnded(procs []*candidate) map[string]int {
+	var ends []stamped
+	for _, p := range procs {
+		ends = append(ends, p.log.matching("child exited")...)
+		ends = append(ends, p.log.matching("supervisor gone; stopping the child")...)
+	}
+	out := map[string]int{}
+	for i, f := range c.history {
+		if f.end.IsZero() {
+			continue
+		}
+		until := f.end.Add(chaosTTL)
+		if i+1 < len(c.history) && c.history[i+1].at.Before(until) {
+			until = c.history[i+1].at
+		}
+		for _, x := range ends {
+			if !x.at.Before(f.at) && x.at.Before(until) {
+				out[f.kind]++
+			}
+		}
+	}
+	return out
 }
 
 func (c *chaos) faultBefore(at time.Time) string {

@@ -2,12 +2,15 @@ package etcdtest_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlead/etcdlead/internal/testsupport/etcdtest"
 )
@@ -108,4 +111,96 @@ func TestRestartAllAfterQuorumLoss(t *testing.T) {
 	}
 	c.RestartAll(t)
 	putGet(t, c.Endpoints(), "k", "v2")
+}
+
+// Defrag reaches the member it names: the space that a delete and a
+// compaction freed is given back to the file system there.
+func TestDefrag(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t, etcdtest.Options{})
+	cli := c.Client(t)
+	val := strings.Repeat("x", 1<<10)
+	for i := range 20 {
+		var ops []clientv3.Op
+		for j := range 100 {
+			ops = append(ops, clientv3.OpPut(fmt.Sprintf("k/%d/%d", i, j), val))
+		}
+		if _, err := cli.Txn(ctx(t)).Then(ops...).Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	del, err := cli.Delete(ctx(t), "k/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Compact(ctx(t), del.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	size := func() int64 {
+		st, err := cli.Status(ctx(t), c.Member(0).ClientAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.DbSize
+	}
+	before := size()
+	if took := c.Member(0).Defrag(t); took <= 0 {
+		t.Errorf("defrag took %v", took)
+	}
+	if after := size(); after >= before {
+		t.Errorf("database of %d bytes after defrag, %d before: not defragmented", after, before)
+	}
+}
+
+// The helpers for one member's faults, on one 3-member cluster: MoveLeader
+// hands the raft leadership where asked; a frozen member answers nothing
+// until thawed; OpenStreams counts a stream while it is open.
+func TestMemberFaultHelpers(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t, etcdtest.Options{Members: 3})
+
+	to := (c.RaftLeader(t) + 1) % 3
+	c.MoveLeader(t, to)
+	if got := c.RaftLeader(t); got != to {
+		t.Errorf("raft leader is member %d after MoveLeader(%d)", got, to)
+	}
+
+	m := c.Member((to + 1) % 3)
+	cli := etcdtest.NewClient(t, m.ClientAddr())
+	if _, err := cli.Get(ctx(t), "k"); err != nil {
+		t.Fatal(err)
+	}
+	m.Freeze(t)
+	short, cancel := context.WithTimeout(ctx(t), 500*time.Millisecond)
+	_, err := cli.Get(short, "k")
+	cancel()
+	if err == nil {
+		t.Error("a frozen member answered a Get")
+	}
+	m.Thaw(t)
+	if _, err := cli.Get(ctx(t), "k"); err != nil {
+		t.Errorf("a thawed member: %v", err)
+	}
+
+	before := m.OpenStreams(t, "Watch")
+	wctx, stop := context.WithCancel(clientv3.WithRequireLeader(ctx(t)))
+	cli.Watch(wctx, "k")
+	waitStreams(t, m, "Watch", before+1)
+	stop()
+	waitStreams(t, m, "Watch", before)
+}
+
+// waitStreams waits until m has want streams of method open; the metrics
+// change a moment after the stream does, and offer no event.
+func waitStreams(t *testing.T, m *etcdtest.Member, method string, want int) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		got := m.OpenStreams(t, method)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d %s streams open, want %d", got, method, want)
+		}
+	}
 }

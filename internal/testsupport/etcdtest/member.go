@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -229,4 +230,19 @@ func (m *Member) Thaw(tb testing.TB) {
 func (m *Member) OpenStreams(tb testing.TB, method string) int {
 	tb.Helper()
 	return m.GRPCCount(tb, "grpc_server_started_total", method) - m.GRPCCount(tb, "grpc_server_handled_total", method)
+}
+
+// Defrag defragments the member's backend with `etcdctl defrag`, as an
+// operator would, aimed at this member alone, and returns how long the
+// command took.
+func (m *Member) Defrag(tb testing.TB) time.Duration {
+	tb.Helper()
+	start := time.Now()
+	out, err := exec.Command(EtcdctlBinary(tb), "defrag", "--endpoints="+m.clientAddr,
+		"--command-timeout="+readyTimeout.String()).CombinedOutput()
+	took := time.Since(start)
+	if err != nil {
+		tb.Fatalf("etcdtest: defrag %s: %v\n%s", m.name, err, out)
+	}
+	return took
 }
