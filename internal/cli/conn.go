@@ -30,7 +30,7 @@ func connectionFlagSet() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: flagEndpoints, Value: defaultEndpoints, EnvVars: []string{envEndpoints, envEtcdctlEndpoints},
 			Category: catConnection, Usage: "etcd endpoints, with or without http:// or https://"},
-		durationFlag(cli.GenericFlag{Name: flagDialTimeout, EnvVars: []string{envDialTimeout}, Category: catConnection,
+		durationFlag(cli.GenericFlag{Name: flagDialTimeout, EnvVars: []string{envDialTimeout, envEtcdctlDialTimeout}, Category: catConnection,
 			Usage: "bound on each attempt to reach etcd"}, defaultDialTimeout),
 		&cli.StringFlag{Name: flagCACert, EnvVars: []string{envCACert, envEtcdctlCACert}, Category: catConnection,
 			Usage: "CA bundle to verify etcd's certificate", TakesFile: true},
