@@ -36,6 +36,7 @@ func (r *Runner) Run(ctx context.Context) *Outcome {
 	r.mon.Say("connecting to etcd")
 	for {
 		term, err := r.campaign(ctx)
+		r.resigned = false
 		if err != nil {
 			if o := r.campaignFailed(err); o != nil {
 				return o
@@ -49,6 +50,12 @@ func (r *Runner) Run(ctx context.Context) *Outcome {
 			if time.Since(started) > stableTerm {
 				b.Reset()
 			}
+		}
+		if r.resigned {
+			// A resign is an operator's request, not a failure: its lease
+			// is revoked, and the candidate queues again at once, at the
+			// back. The backoff is for what failed.
+			continue
 		}
 		if err := r.pause(ctx, b.NextBackOff()); err != nil {
 			return end(Stopped, 0, nil)
@@ -77,6 +84,7 @@ func (r *Runner) campaignFailed(err error) *Outcome {
 		return end(Unreachable, 0, fmt.Errorf("etcd at %v unreachable for --wait %s: %v", r.cfg.Endpoints, r.cfg.Wait, err))
 	case errors.Is(err, campaign.ErrResigned):
 		r.log.Info("stepped down on request before leading; campaigning again")
+		r.resigned = true
 		return nil
 	}
 	r.log.Warn("campaign failed", "error", err, "endpoints", r.cfg.Endpoints)
