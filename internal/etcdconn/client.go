@@ -76,7 +76,7 @@ func New(cc Config) (*clientv3.Client, error) {
 	if err := CheckEndpoints(cc.Endpoints); err != nil {
 		return nil, err
 	}
-	unary := []grpc.UnaryClientInterceptor{nameCause}
+	unary := []grpc.UnaryClientInterceptor{newFirstContact(cc.Endpoints).unary, nameCause}
 	var stream []grpc.StreamClientInterceptor
 	tlsCfg, err := tlsConfig(cc)
 	if err != nil {

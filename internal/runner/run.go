@@ -78,6 +78,9 @@ func (r *Runner) campaignFailed(err error) *Outcome {
 		}
 		r.log.Info("not leader; giving up", "option", opt)
 		return end(NotLeader, 0, fmt.Errorf("not leader (%s): another candidate leads %s", opt, r.prefix()))
+	case r.cfg.NoWait && errors.Is(err, syscall.ECONNREFUSED):
+		// Known at once (etcdconn.Unreached), not after the dial timeout.
+		return end(Unreachable, 0, fmt.Errorf("etcd at %v not reached (--no-wait): %v", r.cfg.Endpoints, err))
 	case r.cfg.NoWait:
 		return end(Unreachable, 0, fmt.Errorf("etcd at %v not reached within --dial-timeout %s (--no-wait): %v", r.cfg.Endpoints, r.cfg.DialTimeout, err))
 	case errors.Is(err, campaign.ErrUnreachable), r.cfg.Wait > 0 && !time.Now().Before(r.waitUntil):
