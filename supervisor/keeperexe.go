@@ -37,12 +37,17 @@ var selfExe = "/proc/self/exe"
 // first launch, so a standby keeper and a fresh one run the same program,
 // and changes at most once: to the fallback, when the keeper binary cannot be
 // started or speaks another protocol (after an upgrade replaced it, say).
-// The fallback is logged once per process, at debug level: it costs time to
-// the first child and memory, nothing of the promise.
+// The fallback is logged once per process, at info level, with where the
+// keeper binary was looked for: it costs time to the first child and memory,
+// nothing of the promise, so it is no warning (a cron job run at
+// --log-level=warn stays silent), but an operator reading the start-up log
+// should learn which program enforces the fence, and where to install the
+// keeper binary to get the faster one.
 var keeperExe struct {
 	sync.Mutex
 	decided bool
 	path    string // KeeperName's path, or "" for the fallback
+	looked  string // where KeeperName was looked for, for the log line
 	why     string // why the fallback, until it is logged
 }
 
@@ -51,13 +56,16 @@ func keeperPath(log hclog.Logger) string {
 	keeperExe.Lock()
 	if !keeperExe.decided {
 		keeperExe.decided = true
-		keeperExe.path, keeperExe.why = findKeeper()
+		keeperExe.looked, keeperExe.why = findKeeper()
+		if keeperExe.why == "" {
+			keeperExe.path = keeperExe.looked
+		}
 	}
-	path, why := keeperExe.path, keeperExe.why
+	path, looked, why := keeperExe.path, keeperExe.looked, keeperExe.why
 	keeperExe.why = ""
 	keeperExe.Unlock()
 	if why != "" {
-		logFallback(log, why)
+		logFallback(log, looked, why)
 	}
 	return path
 }
@@ -72,15 +80,21 @@ func notKeeper(path, why string, log hclog.Logger) {
 	}
 	keeperExe.Unlock()
 	if switched {
-		logFallback(log, why)
+		logFallback(log, path, why)
 	}
 }
 
-func logFallback(log hclog.Logger, why string) {
-	log.Debug("the keeper is a re-exec of this binary: no usable "+KeeperName, "reason", why)
+func logFallback(log hclog.Logger, looked, why string) {
+	if looked == "" {
+		looked = "beside this executable"
+	}
+	log.Info("the keeper is a re-exec of this binary: no usable "+KeeperName+" (as safe; slower to start a child)",
+		"looked_for", looked, "reason", why)
 }
 
-// findKeeper looks once, in KeeperDir or beside this executable.
+// findKeeper looks once, in KeeperDir or beside this executable. path is
+// where it looked, when known; why, when not "", says why that is no
+// keeper.
 func findKeeper() (path, why string) {
 	dir := KeeperDir
 	if dir == "" {
@@ -97,9 +111,9 @@ func findKeeper() (path, why string) {
 	fi, err := os.Stat(path)
 	switch {
 	case err != nil:
-		return "", err.Error()
+		return path, err.Error()
 	case !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0:
-		return "", path + " is not an executable file"
+		return path, path + " is not an executable file"
 	}
 	return path, ""
 }

@@ -97,6 +97,12 @@ func (tm *term) stop(t *testing.T) {
 	}
 }
 
+// infoLog logs what etcdlead logs by default.
+func infoLog() (hclog.Logger, *bytes.Buffer) {
+	var buf bytes.Buffer
+	return hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Info}), &buf
+}
+
 func debugLog() (hclog.Logger, *bytes.Buffer) {
 	var buf bytes.Buffer
 	return hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Debug}), &buf
@@ -124,7 +130,7 @@ func TestKeeperBinaryIsTheKeeper(t *testing.T) {
 }
 
 // No usable keeper binary: this binary is the keeper, in its hidden mode,
-// and one debug line per process says why.
+// and one line per process, at info level, says where it looked and why.
 func TestKeeperFallbackWithoutBinary(t *testing.T) {
 	self, err := os.Executable()
 	if err != nil {
@@ -145,7 +151,7 @@ func TestKeeperFallbackWithoutBinary(t *testing.T) {
 			dir := t.TempDir()
 			c.setup(dir)
 			useKeeperDir(t, dir)
-			log, logged := debugLog()
+			log, logged := infoLog()
 			for _, standby := range []bool{true, false, true} {
 				tm := startTerm(t, standby, log)
 				if tm.keeper != self || tm.argv1 != KeeperArg {
@@ -153,8 +159,10 @@ func TestKeeperFallbackWithoutBinary(t *testing.T) {
 				}
 				tm.stop(t)
 			}
-			if n := strings.Count(logged.String(), fallbackLine); n != 1 || !strings.Contains(logged.String(), c.why) {
-				t.Errorf("want one debug line saying %q, got:\n%s", c.why, logged)
+			looked := "looked_for=" + filepath.Join(dir, KeeperName)
+			if n := strings.Count(logged.String(), fallbackLine); n != 1 || !strings.Contains(logged.String(), c.why) ||
+				!strings.Contains(logged.String(), "[INFO]") || !strings.Contains(logged.String(), looked) {
+				t.Errorf("want one info line saying %q and %s, got:\n%s", c.why, looked, logged)
 			}
 		})
 	}

@@ -30,7 +30,7 @@ func connectionFlagSet() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: flagEndpoints, Value: defaultEndpoints, EnvVars: []string{envEndpoints, envEtcdctlEndpoints},
 			Category: catConnection, Usage: "etcd endpoints, with or without http:// or https://"},
-		durationFlag(cli.GenericFlag{Name: flagDialTimeout, EnvVars: []string{envDialTimeout}, Category: catConnection,
+		durationFlag(cli.GenericFlag{Name: flagDialTimeout, EnvVars: []string{envDialTimeout, envEtcdctlDialTimeout}, Category: catConnection,
 			Usage: "bound on each attempt to reach etcd"}, defaultDialTimeout),
 		&cli.StringFlag{Name: flagCACert, EnvVars: []string{envCACert, envEtcdctlCACert}, Category: catConnection,
 			Usage: "CA bundle to verify etcd's certificate", TakesFile: true},
@@ -62,13 +62,21 @@ func electionFlags() []cli.Flag {
 }
 
 func logOptions(c *cli.Context) (string, bool, error) {
-	level := strings.ToLower(optString(c, flagLogLevel))
+	level, err := optText(c, flagLogLevel, "trace, debug, info, warn or error", "for info")
+	if err != nil {
+		return "", false, err
+	}
+	level = strings.ToLower(level)
 	switch level {
 	case "trace", "debug", "info", "warn", "error":
 	default:
 		return "", false, fmt.Errorf("--log-level %q is not a level: use trace, debug, info, warn or error", level)
 	}
-	switch f := optString(c, flagLogFormat); f {
+	f, err := optText(c, flagLogFormat, "text or json", "for text")
+	if err != nil {
+		return "", false, err
+	}
+	switch f {
 	case "text":
 		return level, false, nil
 	case "json":
@@ -80,8 +88,11 @@ func logOptions(c *cli.Context) (string, bool, error) {
 
 func parseConn(c *cli.Context) (etcdconn.Config, error) {
 	var cc etcdconn.Config
-	var err error
-	if cc.Endpoints, err = parseEndpoints(optString(c, flagEndpoints)); err != nil {
+	endpoints, err := optText(c, flagEndpoints, "host:port[,host:port...]", "to use "+defaultEndpoints)
+	if err != nil {
+		return cc, err
+	}
+	if cc.Endpoints, err = parseEndpoints(endpoints); err != nil {
 		return cc, err
 	}
 	if cc.DialTimeout, _, err = optDuration(c, flagDialTimeout); err != nil {

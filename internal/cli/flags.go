@@ -74,12 +74,13 @@ const (
 	envContainment  = "ETCDLEAD_CONTAINMENT"
 	envPassword     = etcdconn.EnvPassword
 
-	envEtcdctlEndpoints = "ETCDCTL_ENDPOINTS"
-	envEtcdctlCACert    = "ETCDCTL_CACERT"
-	envEtcdctlCert      = "ETCDCTL_CERT"
-	envEtcdctlKey       = "ETCDCTL_KEY"
-	envEtcdctlUser      = etcdconn.EnvEtcdctlUser
-	envEtcdctlPassword  = etcdconn.EnvEtcdctlPassword
+	envEtcdctlEndpoints   = "ETCDCTL_ENDPOINTS"
+	envEtcdctlDialTimeout = "ETCDCTL_DIAL_TIMEOUT"
+	envEtcdctlCACert      = "ETCDCTL_CACERT"
+	envEtcdctlCert        = "ETCDCTL_CERT"
+	envEtcdctlKey         = "ETCDCTL_KEY"
+	envEtcdctlUser        = etcdconn.EnvEtcdctlUser
+	envEtcdctlPassword    = etcdconn.EnvEtcdctlPassword
 )
 
 // fieldFlags name, for each field package campaign checks, the flag that

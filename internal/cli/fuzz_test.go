@@ -38,6 +38,7 @@ func parseRunArgs(args []string) (runConfig, error) {
 			},
 		}},
 	}
+	detachEnv(app) // variables are read as Main reads them (options.go)
 	return rc, app.RunContext(context.Background(), raw)
 }
 

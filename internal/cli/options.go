@@ -114,6 +114,39 @@ func optString(c *cli.Context, name string) string {
 	return x.String(name)
 }
 
+// optText reads a string option whose empty value would stand for
+// something else: a default, or one derived from the command. Given empty,
+// on the command line or in the first of its variables that is set, it is
+// refused, since `--election="$UNSET"` would otherwise silently join the
+// default's election; only an option left out takes its default. give is
+// what to give instead; absent, what leaving the option out means, or ""
+// when it cannot be left out.
+func optText(c *cli.Context, name, give, absent string) (string, error) {
+	fix := func(leave string) string {
+		if absent == "" {
+			return "give " + give
+		}
+		return "give " + give + ", or " + leave + " " + absent
+	}
+	for _, x := range c.Lineage() {
+		if x.IsSet(name) {
+			if v := x.String(name); v != "" {
+				return v, nil
+			}
+			return "", fmt.Errorf("--%s is empty: %s", name, fix("leave --"+name+" out"))
+		}
+	}
+	for _, v := range envVars(c, name) {
+		if s, ok := os.LookupEnv(v); ok {
+			if s != "" {
+				return s, nil
+			}
+			return "", fmt.Errorf("%s is set but empty: %s", v, fix("unset it"))
+		}
+	}
+	return c.String(name), nil
+}
+
 func optBool(c *cli.Context, name string) (bool, error) {
 	src, x, env, val := given(c, name)
 	if src != fromEnv {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -29,6 +30,42 @@ func TestSuggest(t *testing.T) {
 	} {
 		if got := suggest(typed, names); got != want {
 			t.Errorf("suggest(%q) = %q, want %q", typed, got, want)
+		}
+	}
+}
+
+// TestDialTimeoutFromEtcdctl: ETCDCTL_DIAL_TIMEOUT is read as the other
+// ETCDCTL_* connection variables are, parsed as --dial-timeout is; the
+// flag, then ETCDLEAD_DIAL_TIMEOUT, win over it.
+func TestDialTimeoutFromEtcdctl(t *testing.T) {
+	unsetenv(t, envDialTimeout)
+	for _, c := range []struct {
+		etcdlead, etcdctl string
+		args              []string
+		want              time.Duration
+		err               string
+	}{
+		{etcdctl: "7s", want: 7 * time.Second},
+		{etcdctl: "3", want: 3 * time.Second},
+		{etcdctl: "7s", etcdlead: "3s", want: 3 * time.Second},
+		{etcdctl: "7s", args: []string{"--dial-timeout=2s"}, want: 2 * time.Second},
+		{etcdctl: "soon", args: []string{"--dial-timeout=2s"}, want: 2 * time.Second},
+		{etcdctl: "soon", err: `ETCDCTL_DIAL_TIMEOUT="soon" is not a duration: use e.g. 15s, 1m30s, or 15 for seconds`},
+	} {
+		t.Setenv(envEtcdctlDialTimeout, c.etcdctl)
+		if c.etcdlead != "" {
+			t.Setenv(envDialTimeout, c.etcdlead)
+		} else {
+			unsetenv(t, envDialTimeout)
+		}
+		rc, err := parseRunArgs(c.args)
+		what := fmt.Sprintf("ETCDCTL_DIAL_TIMEOUT=%s ETCDLEAD_DIAL_TIMEOUT=%s %q", c.etcdctl, c.etcdlead, c.args)
+		if c.err != "" {
+			checkRefusal(t, what, err, c.err)
+			continue
+		}
+		if err != nil || rc.conn.DialTimeout != c.want {
+			t.Errorf("%s: dial timeout %s, %v; want %s", what, rc.conn.DialTimeout, err, c.want)
 		}
 	}
 }

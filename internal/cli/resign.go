@@ -49,11 +49,22 @@ func resignAction(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return failf("resign takes no arguments, got %q: see etcdlead resign --help", c.Args().First())
 	}
-	election := optString(c, flagElection)
+	election, err := optText(c, flagElection, "the election's name", "")
+	if err != nil {
+		return err
+	}
 	if election == "" {
 		return failf("resign needs --election NAME")
 	}
-	l, err := campaign.NewLayout(optString(c, flagPrefix), election)
+	prefix, err := optText(c, flagPrefix, "a key prefix", "to use "+defaultPrefix)
+	if err != nil {
+		return err
+	}
+	id, err := optText(c, flagID, "the id that must lead", "to ask whoever leads")
+	if err != nil {
+		return err
+	}
+	l, err := campaign.NewLayout(prefix, election)
 	if err != nil {
 		return inFlags(err)
 	}
@@ -74,7 +85,7 @@ func resignAction(c *cli.Context) error {
 	}
 	defer cli.Close()
 	r := resigner{cli: cli, layout: l, timeout: timeout, dial: cc.DialTimeout, conn: cc}
-	return r.resign(c.Context, optString(c, flagID), c.Bool(flagForce))
+	return r.resign(c.Context, id, c.Bool(flagForce))
 }
 
 type resigner struct {

@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -58,20 +61,39 @@ func parseRunConfig(c *cli.Context, raw []string) (runConfig, error) {
 	if rc.conn, err = parseConn(c); err != nil {
 		return rc, err
 	}
-	if rc.election, err = electionName(optString(c, flagElection), rc.argv[0]); err != nil {
+	absent := "to use the command's base name"
+	if isInterpreter(filepath.Base(rc.argv[0])) {
+		absent = "" // electionName refuses an interpreter's name
+	}
+	election, err := optText(c, flagElection, "an election name", absent)
+	if err != nil {
 		return rc, err
 	}
-	if rc.layout, err = campaign.NewLayout(optString(c, flagPrefix), rc.election); err != nil {
+	if rc.election, err = electionName(election, rc.argv[0]); err != nil {
+		return rc, err
+	}
+	prefix, err := optText(c, flagPrefix, "a key prefix", "to use "+defaultPrefix)
+	if err != nil {
+		return rc, err
+	}
+	if rc.layout, err = campaign.NewLayout(prefix, rc.election); err != nil {
 		return rc, inFlags(err)
 	}
-	if rc.id = optString(c, flagID); rc.id == "" {
+	if rc.id, err = optText(c, flagID, "this candidate's name", "to use "+defaultIDText); err != nil {
+		return rc, err
+	}
+	if rc.id == "" {
 		host, _ := os.Hostname()
-		rc.id = fmt.Sprintf("%s/%d", host, os.Getpid())
+		rc.id = defaultID(host, os.Getpid(), rand.Reader)
 	}
 	if err := campaign.CheckID(rc.id); err != nil {
 		return rc, inFlags(err)
 	}
-	if rc.killSignal, err = parseSignal(optString(c, flagKillSignal)); err != nil {
+	signal, err := optText(c, flagKillSignal, "a signal like SIGTERM", "for SIGTERM")
+	if err != nil {
+		return rc, err
+	}
+	if rc.killSignal, err = parseSignal(signal); err != nil {
 		return rc, err
 	}
 	if err := parseTiming(c, &rc); err != nil {
@@ -166,8 +188,13 @@ func parseCronOptions(c *cli.Context, rc *runConfig) error {
 	if rc.timeout, _, err = optDuration(c, flagTimeout); err != nil {
 		return err
 	}
-	rc.restart, rc.statusAddr = optString(c, flagRestart), optString(c, flagStatusAddr)
-	rc.containment = optString(c, flagContainment)
+	if rc.restart, err = optText(c, flagRestart, "never, on-failure or always", "for never"); err != nil {
+		return err
+	}
+	if rc.containment, err = optText(c, flagContainment, "auto, cgroup or process-group", "for auto"); err != nil {
+		return err
+	}
+	rc.statusAddr = optString(c, flagStatusAddr) // empty is its default: no status server
 	switch {
 	case rc.containment != supervisor.ContainAuto && rc.containment != supervisor.ContainCgroup && rc.containment != supervisor.ContainProcessGroup:
 		return fmt.Errorf("--containment %q is not a containment: use auto, cgroup or process-group", rc.containment)
@@ -261,4 +288,25 @@ func parseSignal(s string) (syscall.Signal, error) {
 		return sig, nil
 	}
 	return 0, fmt.Errorf("--kill-signal %q is not a signal: use a name like SIGTERM or a number", s)
+}
+
+// defaultIDText is how help names defaultID; the flag's usage adds the
+// case of PID 1.
+const defaultIDText = "hostname/pid"
+
+// defaultID is the id of a candidate started without --id: its host and
+// pid, which tell the candidates of one host apart. As PID 1, a container's
+// entrypoint, the pid tells nothing (every container's etcdlead is 1) and
+// the hostname may not either (containers that share the host's UTS
+// namespace share its name), so six random hex digits, drawn once per
+// start, keep the replicas of one election apart in status and resign --id.
+func defaultID(host string, pid int, random io.Reader) string {
+	if pid != 1 {
+		return fmt.Sprintf("%s/%d", host, pid)
+	}
+	b := make([]byte, 3)
+	if _, err := io.ReadFull(random, b); err != nil {
+		return host + "/1"
+	}
+	return host + "/1-" + hex.EncodeToString(b)
 }

@@ -79,11 +79,18 @@ func statusAction(c *cli.Context) error {
 	}
 	// One election's layout, or the prefix of all of them.
 	var one *campaign.Layout
-	prefix, err := campaign.NormalPrefix(optString(c, flagPrefix))
+	prefix, err := optText(c, flagPrefix, "a key prefix", "to use "+defaultPrefix)
 	if err != nil {
+		return err
+	}
+	if prefix, err = campaign.NormalPrefix(prefix); err != nil {
 		return inFlags(err)
 	}
-	if election := optString(c, flagElection); election != "" {
+	election, err := optText(c, flagElection, "an election name", "to show every election")
+	if err != nil {
+		return err
+	}
+	if election != "" {
 		l, err := campaign.NewLayout(prefix, election)
 		if err != nil {
 			return inFlags(err)

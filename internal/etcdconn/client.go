@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // Config is how to reach etcd and who to be there.
@@ -75,18 +76,20 @@ func New(cc Config) (*clientv3.Client, error) {
 	if err := CheckEndpoints(cc.Endpoints); err != nil {
 		return nil, err
 	}
-	unary := []grpc.UnaryClientInterceptor{nameCause}
+	unary := []grpc.UnaryClientInterceptor{newFirstContact(cc.Endpoints).unary, nameCause}
 	var stream []grpc.StreamClientInterceptor
 	tlsCfg, err := tlsConfig(cc)
 	if err != nil {
 		return nil, err
 	}
+	g := newTLSGuard(cc)
+	creds := credentials.TransportCredentials(&plainCreds{TransportCredentials: insecure.NewCredentials(), g: g})
 	if tlsCfg != nil {
-		g := newTLSGuard(cc)
-		cfg.DialOptions = append(cfg.DialOptions, grpc.WithTransportCredentials(g.creds(credentials.NewTLS(tlsCfg))))
-		unary = append(unary, g.unary)
-		stream = append(stream, g.stream)
+		creds = g.creds(credentials.NewTLS(tlsCfg))
 	}
+	cfg.DialOptions = append(cfg.DialOptions, grpc.WithTransportCredentials(creds))
+	unary = append(unary, g.unary)
+	stream = append(stream, g.stream)
 	if cc.User != "" {
 		if cc.Password == "" {
 			return nil, fmt.Errorf("user %q has no password: give --password-file, set %s or %s, or use --user user:password",

@@ -17,7 +17,8 @@ import (
 	"google.golang.org/grpc/credentials"
 )
 
-// tlsGuard turns TLS failures that a retry cannot mend into refusals.
+// tlsGuard turns TLS failures that a retry cannot mend into refusals, and
+// a plain-text endpoint that meets a TLS listener too (plain.go).
 //
 // gRPC treats a failed handshake like an unreachable server: it reconnects
 // with backoff, and a request waits for a connection until its deadline and

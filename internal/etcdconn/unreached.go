@@ -2,12 +2,18 @@ package etcdconn
 
 import (
 	"context"
+	"errors"
+	"net"
+	"net/url"
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 )
 
@@ -17,7 +23,9 @@ import (
 // resolve, a server that does not speak etcd's protocol. Without it the
 // client reports only "context deadline exceeded", whatever went wrong.
 // It unwraps to the context's error, so errors.Is(err,
-// context.DeadlineExceeded) still holds.
+// context.DeadlineExceeded) still holds; or, for a request ended at once
+// because every endpoint refused before etcd ever answered (firstContact),
+// to syscall.ECONNREFUSED.
 type Unreached struct {
 	Cause string
 	err   error
@@ -82,4 +90,87 @@ func connCause(msg string) string {
 		return "TLS handshake failed: " + h
 	}
 	return strings.TrimPrefix(last, "transport: ")
+}
+
+// firstContact ends a request at once when, before etcd ever answered this
+// client, no endpoint accepts a connection: a port that nothing listens on
+// (a typo, etcd not started) is refused at once, so waiting out the
+// request's bound (--dial-timeout) would only delay the same news.
+//
+// Once etcd has answered, a refused connection is an etcd restarting, and
+// requests wait for it as before: a leader's renewals wait until its fence
+// point (campaign), never less.
+type firstContact struct {
+	addrs   []string // host:port of each endpoint
+	reached atomic.Bool
+}
+
+func newFirstContact(endpoints []string) *firstContact {
+	f := &firstContact{}
+	for _, e := range endpoints {
+		if u, err := url.Parse(e); err == nil && strings.Contains(e, "://") {
+			e = u.Host
+		}
+		f.addrs = append(f.addrs, e)
+	}
+	return f
+}
+
+func (f *firstContact) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if f.reached.Load() {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go f.watch(ctx, cc, cancel)
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	var u *Unreached
+	switch {
+	case err == nil:
+		f.reached.Store(true)
+	case errors.As(context.Cause(ctx), &u) && errors.Is(u, syscall.ECONNREFUSED):
+		return u
+	default:
+		if s, ok := status.FromError(err); ok && s.Code() != codes.Unavailable && s.Code() != codes.DeadlineExceeded && s.Code() != codes.Canceled {
+			f.reached.Store(true) // etcd's own answer, a refusal of the request
+		}
+	}
+	return err
+}
+
+// watch ends the request, through cancel, once the connection has failed
+// and every endpoint refuses a connection of the watch's own. It ends with
+// ctx, or once a connection is made.
+func (f *firstContact) watch(ctx context.Context, cc *grpc.ClientConn, cancel context.CancelCauseFunc) {
+	for s := cc.GetState(); s != connectivity.Ready && s != connectivity.Shutdown; s = cc.GetState() {
+		if s == connectivity.TransientFailure {
+			if refused := f.refused(ctx); refused != nil {
+				cancel(refused)
+				return
+			}
+		}
+		if !cc.WaitForStateChange(ctx, s) {
+			return
+		}
+	}
+}
+
+// refused dials every endpoint; if each refuses, it says so. A dial that
+// connects, times out or fails otherwise leaves the request waiting.
+func (f *firstContact) refused(ctx context.Context) *Unreached {
+	for _, addr := range f.addrs {
+		d := net.Dialer{Timeout: plainProbeWait}
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			conn.Close()
+			return nil
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			return nil
+		}
+	}
+	return &Unreached{
+		Cause: "connection refused at " + strings.Join(f.addrs, ", ") + ": is etcd running, and listening on that port?",
+		err:   syscall.ECONNREFUSED,
+	}
 }

@@ -164,6 +164,7 @@ func (r *Runner) afterChild(res supervisor.Result, st termState) *Outcome {
 	case res.Reason == supervisor.ReasonFenced || st.lost != nil:
 		reason := lostReason(st.lost, res)
 		r.mon.TermEnded(reason)
+		r.resigned = reason == ops.ReasonResigned
 		if r.cfg.Once {
 			if reason == ops.ReasonResigned {
 				r.log.Info("stepped down on request while the command ran; exiting (--once)")

@@ -36,6 +36,7 @@ func (r *Runner) Run(ctx context.Context) *Outcome {
 	r.mon.Say("connecting to etcd")
 	for {
 		term, err := r.campaign(ctx)
+		r.resigned = false
 		if err != nil {
 			if o := r.campaignFailed(err); o != nil {
 				return o
@@ -49,6 +50,12 @@ func (r *Runner) Run(ctx context.Context) *Outcome {
 			if time.Since(started) > stableTerm {
 				b.Reset()
 			}
+		}
+		if r.resigned {
+			// A resign is an operator's request, not a failure: its lease
+			// is revoked, and the candidate queues again at once, at the
+			// back. The backoff is for what failed.
+			continue
 		}
 		if err := r.pause(ctx, b.NextBackOff()); err != nil {
 			return end(Stopped, 0, nil)
@@ -71,12 +78,16 @@ func (r *Runner) campaignFailed(err error) *Outcome {
 		}
 		r.log.Info("not leader; giving up", "option", opt)
 		return end(NotLeader, 0, fmt.Errorf("not leader (%s): another candidate leads %s", opt, r.prefix()))
+	case r.cfg.NoWait && errors.Is(err, syscall.ECONNREFUSED):
+		// Known at once (etcdconn.Unreached), not after the dial timeout.
+		return end(Unreachable, 0, fmt.Errorf("etcd at %v not reached (--no-wait): %v", r.cfg.Endpoints, err))
 	case r.cfg.NoWait:
 		return end(Unreachable, 0, fmt.Errorf("etcd at %v not reached within --dial-timeout %s (--no-wait): %v", r.cfg.Endpoints, r.cfg.DialTimeout, err))
 	case errors.Is(err, campaign.ErrUnreachable), r.cfg.Wait > 0 && !time.Now().Before(r.waitUntil):
 		return end(Unreachable, 0, fmt.Errorf("etcd at %v unreachable for --wait %s: %v", r.cfg.Endpoints, r.cfg.Wait, err))
 	case errors.Is(err, campaign.ErrResigned):
 		r.log.Info("stepped down on request before leading; campaigning again")
+		r.resigned = true
 		return nil
 	}
 	r.log.Warn("campaign failed", "error", err, "endpoints", r.cfg.Endpoints)

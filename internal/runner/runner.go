@@ -111,6 +111,9 @@ type Runner struct {
 	// waitUntil is when --wait ends: fixed at the first attempt of a
 	// campaign, not at each retry, and cleared after a term.
 	waitUntil time.Time
+	// resigned: the last campaign or term ended on a resign request, so
+	// the next campaign follows at once, without a backoff.
+	resigned bool
 }
 
 // New returns a runner. sigs must catch signals before anything is

@@ -312,3 +312,27 @@ func TestBackoffEndsWithWait(t *testing.T) {
 		}
 	}
 }
+
+// A resign is not a failure: the candidate queues again at once, without
+// the backoff, whether it led (its child stopped first) or still headed the
+// queue. A lost term, by contrast, backs off.
+func TestResignQueuesAgainAtOnce(t *testing.T) {
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Leadership, error) {
+		g.keepers.obeys = true
+		return []func(int) (*Leadership, error){g.wins(), fails(campaign.ErrResigned), g.wins()}
+	})
+	g.keepers.child(t, 0)
+	g.terms[0].lose <- campaign.ErrResigned
+	g.keepers.child(t, 1) // after the resign while leading, then the one before leading
+	if log := g.log.String(); strings.Contains(log, "backing off") {
+		t.Errorf("backed off after a resign:\n%s", log)
+	}
+	g.j.inOrder(t, "stop SIGTERM", "revoke", "campaign", "campaign", "child started")
+	g.terms[1].lose <- campaign.ErrKeyDeleted
+	g.j.waitFor(t, "campaign", 4)
+	if log := g.log.String(); !strings.Contains(log, "backing off") {
+		t.Errorf("no backoff after a lost term:\n%s", log)
+	}
+	g.sigs <- syscall.SIGTERM
+	wantOutcome(t, g.outcome(t), Stopped, 0)
+}
