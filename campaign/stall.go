@@ -1,0 +1,319 @@
+package campaign
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/peer"
+)
+
+// termStream is a term's own watch stream: the guard's watches and the
+// wait's all run on it, so that one progress request asks after all of
+// them. A member that is frozen, or behind a link that carries nothing,
+// keeps the stream open and sends nothing; no error ever comes, and etcd's
+// own progress notifications are minutes apart. So the term asks: every
+// progressEvery, a progress request, which etcd answers on the stream once
+// the stream's watches have delivered everything up to the revision it
+// names. A stream that answers nothing within stallBound is stalled: it is
+// replaced by a new one, opened on another member where the client has
+// one, and every watch on it is opened again on the new stream from the
+// revision after the last one it delivered (watchOn). etcd replays what
+// the stalled stream did not deliver from its history, so nothing is lost
+// and nothing needs reading; a revision compacted away in between fails
+// the watch, which its owner answers with a read, as any broken watch.
+//
+// It is a clientv3.Watcher so that Revoke closes it as it would any.
+type termStream struct {
+	cli  *clientv3.Client
+	key  string // the probe's key: the term's queue key
+	ttl  time.Duration
+	poke chan struct{} // a wait started: the cadence may have changed
+
+	mu     sync.Mutex
+	cur    *streamGen
+	avoid  []string // members of streams found stalled since one last answered
+	closed bool
+
+	waits    atomic.Int32 // waits watching on the stream now
+	replaced atomic.Int64 // streams found stalled, for tests
+}
+
+// streamGen is one watcher of a termStream, which lives until it is
+// found stalled; gone is closed then, before the watcher is.
+type streamGen struct {
+	w      clientv3.Watcher
+	client *pickingClient
+	gone   chan struct{}
+}
+
+func newTermStream(cli *clientv3.Client, key string, ttl time.Duration) *termStream {
+	s := &termStream{cli: cli, key: key, ttl: ttl, poke: make(chan struct{}, 1)}
+	s.cur = s.open(nil)
+	return s
+}
+
+// open makes a watcher whose gRPC streams avoid the given members.
+func (s *termStream) open(avoid []string) *streamGen {
+	pc := &pickingClient{WatchClient: pb.NewWatchClient(s.cli.ActiveConnection()), picks: 2 * len(s.cli.Endpoints()), avoid: avoid}
+	return &streamGen{w: clientv3.NewWatchFromWatchClient(pc, s.cli), client: pc, gone: make(chan struct{})}
+}
+
+func (s *termStream) current() *streamGen {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur
+}
+
+// Watch watches on the current stream; watchOn follows replacements.
+func (s *termStream) Watch(ctx context.Context, key string, opts ...clientv3.OpOption) clientv3.WatchChan {
+	return s.current().w.Watch(ctx, key, opts...)
+}
+
+// RequestProgress asks the current stream for a progress notification.
+func (s *termStream) RequestProgress(ctx context.Context) error {
+	return s.current().w.RequestProgress(ctx)
+}
+
+// Close closes the current stream, and with it every watch on it; no
+// stream is opened after it.
+func (s *termStream) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	g := s.cur
+	s.mu.Unlock()
+	return g.w.Close()
+}
+
+// replace puts a new stream in g's place, unless g was replaced already
+// or the stream is closed, and closes g.
+func (s *termStream) replace(g *streamGen) {
+	s.mu.Lock()
+	if s.closed || s.cur != g {
+		s.mu.Unlock()
+		return
+	}
+	if m := g.client.member(); m != "" && !slices.Contains(s.avoid, m) {
+		s.avoid = append(s.avoid, m)
+	}
+	s.cur = s.open(slices.Clone(s.avoid))
+	s.mu.Unlock()
+	s.replaced.Add(1)
+	close(g.gone)
+	_ = g.w.Close()
+}
+
+// answered records that the current stream answered: every member is
+// worth a try again.
+func (s *termStream) answered() {
+	s.mu.Lock()
+	s.avoid = nil
+	s.mu.Unlock()
+}
+
+// waiting records a wait's watches on the stream until the returned func
+// is called: while one lasts, the stream is asked after more often.
+func (s *termStream) waiting() func() {
+	s.waits.Add(1)
+	select {
+	case s.poke <- struct{}{}:
+	default:
+	}
+	return func() { s.waits.Add(-1) }
+}
+
+// progressEvery is how often the stream is asked for progress.
+//
+// While a wait watches, T/4: a stall that begins just before the term
+// ahead ends is noticed within T/4 + r of it, and the watches re-opened
+// at once, which leaves the rest of T/2 for the wake-up's reads and the
+// child's start: a handoff during a stall still completes within T/2 of
+// the old child's end. With the guard alone, guardEvery: see there.
+func (s *termStream) progressEvery() time.Duration {
+	if s.waits.Load() > 0 {
+		return s.ttl / 4
+	}
+	return guardEvery(s.ttl)
+}
+
+// stallBound is how long a stream may leave a progress request (or a new
+// stream its first watch) unanswered before it counts as stalled: the
+// renewal interval r, the same judgement a renewal stream is held to
+// (renewals, "A quiet stream"). An answer needs no raft round, only the
+// member itself. A healthy stream judged stalled costs one new stream and
+// the replays of its watches, nothing more.
+func stallBound(ttl time.Duration) time.Duration { return RenewInterval(ttl) }
+
+// monitor asks after the stream until ctx ends, and replaces it when it
+// stalls. It keeps a probe watch of its own on the stream, on the term's
+// queue key: the answers to progress requests reach every watch on the
+// stream, so the probe hears them whatever else watches, and its creation
+// on a new stream is that stream's first answer.
+func (s *termStream) monitor(ctx context.Context) {
+	wctx := clientv3.WithRequireLeader(context.WithoutCancel(ctx))
+	bound := stallBound(s.ttl)
+	var (
+		g     *streamGen
+		probe clientv3.WatchChan
+		last  time.Time // when the stream was last asked
+	)
+	for ctx.Err() == nil {
+		if cur := s.current(); cur != g || probe == nil {
+			// A new stream, or the probe's watch ended (the stream
+			// broke, and the watcher opens another): open the probe,
+			// whose creation must be answered within the bound.
+			g = cur
+			probe = g.w.Watch(wctx, s.key, clientv3.WithCreatedNotify())
+		} else {
+			due, ended := s.pause(ctx, g, probe, last)
+			if ended {
+				probe = nil
+				sleep(ctx, bound)
+			}
+			if !due {
+				continue
+			}
+			drain(probe)
+			rctx, cancel := context.WithTimeout(wctx, bound)
+			_ = g.w.RequestProgress(rctx)
+			cancel()
+		}
+		last = time.Now()
+		answered, ended := heard(ctx, probe, bound)
+		switch {
+		case answered:
+			s.answered()
+		case ctx.Err() == nil:
+			s.replace(g)
+		}
+		if ended {
+			// Not in a tight loop on a member that refuses streams (one
+			// without a raft leader refuses them at once).
+			probe = nil
+			sleep(ctx, bound)
+		}
+	}
+}
+
+// pause waits until the stream is due to be asked (due), or until the
+// probe's watch ended, the stream was replaced or ctx ended. A wait that
+// starts meanwhile shortens the pause to its cadence; what the probe hears
+// is read as it comes.
+func (s *termStream) pause(ctx context.Context, g *streamGen, probe clientv3.WatchChan, last time.Time) (due, ended bool) {
+	for {
+		t := time.NewTimer(time.Until(last.Add(s.progressEvery())))
+		select {
+		case <-t.C:
+			return true, false
+		case <-s.poke:
+		case _, ok := <-probe:
+			if !ok {
+				t.Stop()
+				return false, true
+			}
+		case <-g.gone:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		if ctx.Err() != nil || s.current() != g {
+			return false, false
+		}
+	}
+}
+
+// heard waits up to bound for anything on the probe: an answer, an event,
+// or the end of its watch (ended: a stream that ends is not silent, and
+// the probe is opened again).
+func heard(ctx context.Context, probe clientv3.WatchChan, bound time.Duration) (answered, ended bool) {
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	select {
+	case _, ok := <-probe:
+		return true, !ok
+	case <-t.C:
+		return false, false
+	case <-ctx.Done():
+		return false, false
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// drain reads what the probe holds already, so that only what comes after
+// a request counts as its answer.
+func drain(probe clientv3.WatchChan) {
+	for {
+		select {
+		case _, ok := <-probe:
+			if !ok {
+				return
+			}
+		default:
+			return
+		}
+	}
+}
+
+// pickingClient opens watch streams as the client would, but on a member
+// none of avoid names where the balancer offers one within picks tries,
+// and remembers which member the last stream it opened is on.
+type pickingClient struct {
+	pb.WatchClient
+	picks int
+	avoid []string
+
+	mu sync.Mutex
+	on string
+}
+
+func (p *pickingClient) Watch(ctx context.Context, opts ...grpc.CallOption) (pb.Watch_WatchClient, error) {
+	for picks := p.picks; ; picks-- {
+		sctx, cancel := context.WithCancel(ctx)
+		stream, err := p.WatchClient.Watch(sctx, opts...)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		var member string
+		if pr, ok := peer.FromContext(stream.Context()); ok && pr.Addr != nil {
+			member = pr.Addr.String()
+		}
+		if picks > 1 && member != "" && slices.Contains(p.avoid, member) {
+			cancel()
+			continue
+		}
+		// The stream lives as long as the watcher's context, which ends
+		// it.
+		context.AfterFunc(ctx, cancel)
+		p.mu.Lock()
+		p.on = member
+		p.mu.Unlock()
+		return stream, nil
+	}
+}
+
+// member is the address of the member the last stream opened is on, ""
+// where unknown.
+func (p *pickingClient) member() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.on
+}
+
+// termStream is the term's stream, once the guard has opened it.
+func (t *Term) termStream() *termStream {
+	s, _ := t.watches.(*termStream)
+	return s
+}
