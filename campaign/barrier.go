@@ -422,47 +422,58 @@ func (t *Term) waitEvent(ctx context.Context, v view) (woke map[clientv3.LeaseID
 // startRead is the start read: one read-only transaction that checks this
 // term's own keys (create revision and lease) and reads the nearest valid
 // queue key and sentinel below them (with N holders, the N nearest and
-// whether one more is there), retrying until ctx ends. It returns
+// whether one more is there), retrying until ctx ends, and sent again
+// every r while unanswered (hedged). It returns
 // an error wrapping ErrKeyDeleted when the own keys are not intact.
 func (t *Term) startRead(ctx context.Context) (view, error) {
 	l := t.c.cfg.Layout
 	older := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(t.Rev - 1),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend)}
 	n := t.c.holders()
-	var v view
-	var mine bool
-	err := retry(ctx, func() error {
-		return t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) error {
-			page := append(older, clientv3.WithLimit(int64(startReadPage+n-1)))
-			resp, err := t.c.cfg.Client.Txn(rctx).
-				If(t.intact()...).
-				Then(clientv3.OpGet(l.QueuePrefix(), page...), clientv3.OpGet(l.SentinelPrefix(), page...)).
-				Commit()
-			if err != nil {
-				return err
-			}
-			v, mine = view{rev: resp.Header.Revision, n: n}, resp.Succeeded
-			if !mine {
+	type read struct {
+		v    view
+		mine bool
+	}
+	var r read
+	err := retry(ctx, func() (err error) {
+		r, err = hedged(ctx, RenewInterval(t.TTL), func(ctx context.Context) (read, error) {
+			var v view
+			var mine bool
+			err := t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) error {
+				page := append(older, clientv3.WithLimit(int64(startReadPage+n-1)))
+				resp, err := t.c.cfg.Client.Txn(rctx).
+					If(t.intact()...).
+					Then(clientv3.OpGet(l.QueuePrefix(), page...), clientv3.OpGet(l.SentinelPrefix(), page...)).
+					Commit()
+				if err != nil {
+					return err
+				}
+				v, mine = view{rev: resp.Header.Revision, n: n}, resp.Succeeded
+				if !mine {
+					return nil
+				}
+				q, s := resp.Responses[0].GetResponseRange(), resp.Responses[1].GetResponseRange()
+				v.scan(l, q.Kvs, s.Kvs)
+				// Foreign keys filled a page: read on past them, at the same
+				// revision, so that none can hide a valid key.
+				if q.More && v.queued < n+1 {
+					if q.Kvs, err = t.readAt(rctx, l.QueuePrefix(), v.rev, older); err != nil {
+						return err
+					}
+				}
+				if s.More && v.terms < n+1 {
+					if s.Kvs, err = t.readAt(rctx, l.SentinelPrefix(), v.rev, older); err != nil {
+						return err
+					}
+				}
+				v.scan(l, q.Kvs, s.Kvs)
 				return nil
-			}
-			q, s := resp.Responses[0].GetResponseRange(), resp.Responses[1].GetResponseRange()
-			v.scan(l, q.Kvs, s.Kvs)
-			// Foreign keys filled a page: read on past them, at the same
-			// revision, so that none can hide a valid key.
-			if q.More && v.queued < n+1 {
-				if q.Kvs, err = t.readAt(rctx, l.QueuePrefix(), v.rev, older); err != nil {
-					return err
-				}
-			}
-			if s.More && v.terms < n+1 {
-				if s.Kvs, err = t.readAt(rctx, l.SentinelPrefix(), v.rev, older); err != nil {
-					return err
-				}
-			}
-			v.scan(l, q.Kvs, s.Kvs)
-			return nil
+			})
+			return read{v, mine}, err
 		})
+		return err
 	})
+	v, mine := r.v, r.mine
 	if err == nil && !mine {
 		err = fmt.Errorf("while waiting: %w", ErrKeyDeleted)
 	}
@@ -506,19 +517,25 @@ func (t *Term) leaseGone(ctx context.Context, id clientv3.LeaseID) (bool, error)
 }
 
 // leaseTTL is the lease's remaining TTL in whole seconds, -1 once it is
-// gone, asked until etcd answers.
+// gone, asked until etcd answers, and again every r while unanswered
+// (hedged).
 func (t *Term) leaseTTL(ctx context.Context, id clientv3.LeaseID) (int64, error) {
 	var ttl int64
-	err := retry(ctx, func() error {
-		return t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) error {
-			resp, err := t.c.cfg.Client.TimeToLive(rctx, id)
-			if err != nil {
-				return err
-			}
-			trace.MarkInt("campaign.ttl", "ttl", resp.TTL)
-			ttl = resp.TTL
-			return nil
+	err := retry(ctx, func() (err error) {
+		ttl, err = hedged(ctx, RenewInterval(t.TTL), func(ctx context.Context) (int64, error) {
+			var ttl int64
+			err := t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) error {
+				resp, err := t.c.cfg.Client.TimeToLive(rctx, id)
+				if err != nil {
+					return err
+				}
+				trace.MarkInt("campaign.ttl", "ttl", resp.TTL)
+				ttl = resp.TTL
+				return nil
+			})
+			return ttl, err
 		})
+		return err
 	})
 	return ttl, err
 }

@@ -317,3 +317,47 @@ func (t *Term) termStream() *termStream {
 	s, _ := t.watches.(*termStream)
 	return s
 }
+
+// hedged runs f, a read, and runs it again every r while no run has
+// answered: the balancer may have sent it to a frozen member, whose
+// connection looks healthy, and a wait's reads are on the way to the next
+// child's start. The first answer counts and ends the other runs; a read
+// asked twice is answered the same. It returns f's error when every run
+// has failed.
+func hedged[T any](ctx context.Context, r time.Duration, f func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type answer struct {
+		v   T
+		err error
+	}
+	answers := make(chan answer)
+	run := func() {
+		go func() {
+			v, err := f(ctx)
+			select {
+			case answers <- answer{v, err}:
+			case <-ctx.Done():
+			}
+		}()
+	}
+	again := time.NewTicker(r)
+	defer again.Stop()
+	run()
+	running := 1
+	for {
+		select {
+		case a := <-answers:
+			running--
+			if a.err == nil || running == 0 {
+				return a.v, a.err
+			}
+		case <-again.C:
+			run()
+			running++
+		case <-ctx.Done():
+			var zero T
+			return zero, ctx.Err()
+		}
+	}
+}
