@@ -3,6 +3,7 @@ package campaign
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -609,6 +610,23 @@ func (t *Term) leaseEnd(ctx context.Context, id clientv3.LeaseID) error {
 	}
 }
 
+// renewUntil renews with attempts bounded by the renewal interval r, one
+// after another, until one is answered or within has passed: an attempt
+// sent to a frozen member, whose connection looks healthy, waits out its
+// bound, and the next one goes to another member (renewals, "A quiet
+// stream"). A handoff during a stalled member would otherwise wait the
+// whole request timeout for a renewal that a member beside it answers at
+// once.
+func (t *Term) renewUntil(ctx context.Context, within time.Duration) error {
+	end := time.Now().Add(within)
+	for {
+		err := t.renewOnce(ctx, RenewInterval(t.TTL))
+		if err == nil || errors.Is(err, ErrLeaseLost) || Permanent(err) || ctx.Err() != nil || time.Now().After(end) {
+			return err
+		}
+	}
+}
+
 // waitErr turns the end of waiting into the error callers act on: a
 // permanent error as it is; the term's loss by its cause; the caller's
 // context ending as ErrNotLeader, or ErrUnreachable when etcd did not
@@ -627,11 +645,11 @@ func (t *Term) waitErr(ctx context.Context, errs ...error) error {
 }
 
 // confirm is step 6 of docs/design.md, "One term, step by step": the fence
-// point must still be ahead, renewing once if it is close, so that the child
+// point must still be ahead, renewing if it is close, so that the child
 // does not start under a fence about to fire.
 func (t *Term) confirm(ctx context.Context) error {
 	if t.fence().Past(t.c.cfg.Now()) {
-		if err := t.renewOnce(ctx, t.c.cfg.RequestTimeout); err != nil {
+		if err := t.renewUntil(ctx, t.c.cfg.RequestTimeout); err != nil {
 			return t.waitErr(ctx, err)
 		}
 		if t.fence().Past(t.c.cfg.Now()) {

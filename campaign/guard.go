@@ -20,7 +20,7 @@ import (
 // which the term's waits share and Revoke closes; the stream is asked
 // after, and replaced once it stalls (termStream).
 func (t *Term) guard(from int64) {
-	s := newTermStream(t.c.cfg.Client, t.Key, t.TTL)
+	s := newTermStream(t.c.cfg.Client, t.c.log, t.Key, t.TTL)
 	t.watches = s
 	t.guards.Go(func() { s.monitor(t.ctx) })
 	t.guardKeys([]owned{{t.Key, t.Rev}, {t.Sentinel, t.Rev}}, true, from)

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
@@ -31,6 +32,7 @@ import (
 // It is a clientv3.Watcher so that Revoke closes it as it would any.
 type termStream struct {
 	cli  *clientv3.Client
+	log  hclog.Logger
 	key  string // the probe's key: the term's queue key
 	ttl  time.Duration
 	poke chan struct{} // a wait started: the cadence may have changed
@@ -50,10 +52,14 @@ type streamGen struct {
 	w      clientv3.Watcher
 	client *pickingClient
 	gone   chan struct{}
+	// ctx ends with gone: watches opened on g end with it, so that none
+	// waits on a stalled member for its watcher's close.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
-func newTermStream(cli *clientv3.Client, key string, ttl time.Duration) *termStream {
-	s := &termStream{cli: cli, key: key, ttl: ttl, poke: make(chan struct{}, 1)}
+func newTermStream(cli *clientv3.Client, log hclog.Logger, key string, ttl time.Duration) *termStream {
+	s := &termStream{cli: cli, log: log, key: key, ttl: ttl, poke: make(chan struct{}, 1)}
 	s.cur = s.open(nil)
 	return s
 }
@@ -61,7 +67,8 @@ func newTermStream(cli *clientv3.Client, key string, ttl time.Duration) *termStr
 // open makes a watcher whose gRPC streams avoid the given members.
 func (s *termStream) open(avoid []string) *streamGen {
 	pc := &pickingClient{WatchClient: pb.NewWatchClient(s.cli.ActiveConnection()), picks: 2 * len(s.cli.Endpoints()), avoid: avoid}
-	return &streamGen{w: clientv3.NewWatchFromWatchClient(pc, s.cli), client: pc, gone: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &streamGen{w: clientv3.NewWatchFromWatchClient(pc, s.cli), client: pc, gone: make(chan struct{}), ctx: ctx, cancel: cancel}
 }
 
 func (s *termStream) current() *streamGen {
@@ -87,7 +94,9 @@ func (s *termStream) Close() error {
 	s.closed = true
 	g := s.cur
 	s.mu.Unlock()
-	return g.w.Close()
+	err := g.w.Close()
+	g.cancel()
+	return err
 }
 
 // replace puts a new stream in g's place, unless g was replaced already
@@ -102,10 +111,15 @@ func (s *termStream) replace(g *streamGen) {
 		s.avoid = append(s.avoid, m)
 	}
 	s.cur = s.open(slices.Clone(s.avoid))
+	avoid := slices.Clone(s.avoid)
 	s.mu.Unlock()
+	s.log.Warn("watch stream answered nothing; watching on another member", "after", stallBound(s.ttl), "avoid", avoid)
 	s.replaced.Add(1)
 	close(g.gone)
-	_ = g.w.Close()
+	g.cancel()
+	// Closing ends every watch on g, and its probe; it is not waited for,
+	// so that nothing on a stalled member holds up the monitor.
+	go g.w.Close()
 }
 
 // answered records that the current stream answered: every member is
@@ -155,7 +169,6 @@ func stallBound(ttl time.Duration) time.Duration { return RenewInterval(ttl) }
 // stream, so the probe hears them whatever else watches, and its creation
 // on a new stream is that stream's first answer.
 func (s *termStream) monitor(ctx context.Context) {
-	wctx := clientv3.WithRequireLeader(context.WithoutCancel(ctx))
 	bound := stallBound(s.ttl)
 	var (
 		g     *streamGen
@@ -168,7 +181,7 @@ func (s *termStream) monitor(ctx context.Context) {
 			// broke, and the watcher opens another): open the probe,
 			// whose creation must be answered within the bound.
 			g = cur
-			probe = g.w.Watch(wctx, s.key, clientv3.WithCreatedNotify())
+			probe = s.probe(g)
 		} else {
 			due, ended := s.pause(ctx, g, probe, last)
 			if ended {
@@ -179,7 +192,7 @@ func (s *termStream) monitor(ctx context.Context) {
 				continue
 			}
 			drain(probe)
-			rctx, cancel := context.WithTimeout(wctx, bound)
+			rctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(g.ctx), bound)
 			_ = g.w.RequestProgress(rctx)
 			cancel()
 		}
@@ -188,7 +201,7 @@ func (s *termStream) monitor(ctx context.Context) {
 		switch {
 		case answered:
 			s.answered()
-		case ctx.Err() == nil:
+		case !ended && ctx.Err() == nil:
 			s.replace(g)
 		}
 		if ended {
@@ -198,6 +211,25 @@ func (s *termStream) monitor(ctx context.Context) {
 			sleep(ctx, bound)
 		}
 	}
+}
+
+// probe watches the term's key on g, with the creation answered, and
+// hands on what it hears until g ends. A watch's creation returns only
+// once its member answers it, so it is made here, not in the monitor,
+// which must judge a silent member meanwhile.
+func (s *termStream) probe(g *streamGen) clientv3.WatchChan {
+	out := make(chan clientv3.WatchResponse)
+	go func() {
+		defer close(out)
+		for resp := range g.w.Watch(clientv3.WithRequireLeader(g.ctx), s.key, clientv3.WithCreatedNotify()) {
+			select {
+			case out <- resp:
+			case <-g.ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
 }
 
 // pause waits until the stream is due to be asked (due), or until the
@@ -211,8 +243,8 @@ func (s *termStream) pause(ctx context.Context, g *streamGen, probe clientv3.Wat
 		case <-t.C:
 			return true, false
 		case <-s.poke:
-		case _, ok := <-probe:
-			if !ok {
+		case resp, ok := <-probe:
+			if !ok || resp.Canceled {
 				t.Stop()
 				return false, true
 			}
@@ -226,15 +258,18 @@ func (s *termStream) pause(ctx context.Context, g *streamGen, probe clientv3.Wat
 	}
 }
 
-// heard waits up to bound for anything on the probe: an answer, an event,
-// or the end of its watch (ended: a stream that ends is not silent, and
-// the probe is opened again).
+// heard waits up to bound for anything on the probe: an answer or an
+// event (answered), or the end of its watch (ended: a stream that ends is
+// not silent, but says nothing of its member; the probe is opened again).
 func heard(ctx context.Context, probe clientv3.WatchChan, bound time.Duration) (answered, ended bool) {
 	t := time.NewTimer(bound)
 	defer t.Stop()
 	select {
-	case _, ok := <-probe:
-		return true, !ok
+	case resp, ok := <-probe:
+		if ended := !ok || resp.Canceled; ended {
+			return false, true
+		}
+		return true, false
 	case <-t.C:
 		return false, false
 	case <-ctx.Done():

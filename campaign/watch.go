@@ -62,7 +62,9 @@ func (t *Term) watchOn(s *termStream, ctx, wctx context.Context, keys []string, 
 			next := rev + 1
 			for {
 				g := s.current()
-				ch := g.w.Watch(wctx, k, append([]clientv3.OpOption{clientv3.WithRev(next)}, opts...)...)
+				gctx, end := context.WithCancel(wctx)
+				context.AfterFunc(g.ctx, end)
+				ch := g.w.Watch(gctx, k, append([]clientv3.OpOption{clientv3.WithRev(next)}, opts...)...)
 				if !forward(ctx, g, ch, i, &next, out) {
 					return
 				}
