@@ -192,18 +192,18 @@ func (s *termStream) monitor(ctx context.Context) {
 				continue
 			}
 			drain(probe)
-			rctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(g.ctx), bound)
-			_ = g.w.RequestProgress(rctx)
-			cancel()
+			last = time.Now()
+			answered, ended := s.ask(ctx, g, probe, bound)
+			s.judge(ctx, g, answered, ended)
+			if ended {
+				probe = nil
+				sleep(ctx, bound)
+			}
+			continue
 		}
 		last = time.Now()
 		answered, ended := heard(ctx, probe, bound)
-		switch {
-		case answered:
-			s.answered()
-		case !ended && ctx.Err() == nil:
-			s.replace(g)
-		}
+		s.judge(ctx, g, answered, ended)
 		if ended {
 			// Not in a tight loop on a member that refuses streams (one
 			// without a raft leader refuses them at once).
@@ -230,6 +230,38 @@ func (s *termStream) probe(g *streamGen) clientv3.WatchChan {
 		}
 	}()
 	return out
+}
+
+// judge acts on what a stream said within the bound: nothing at all, and
+// it is replaced.
+func (s *termStream) judge(ctx context.Context, g *streamGen, answered, ended bool) {
+	switch {
+	case answered:
+		s.answered()
+	case !ended && ctx.Err() == nil:
+		s.replace(g)
+	}
+}
+
+// ask sends progress requests on g until the probe hears an answer or
+// bound has passed, one every quarter of the bound: etcd drops, without an
+// answer, a request that finds a watch on the stream still catching up
+// with its history (a watch just opened from a past revision), and asked
+// again a moment later, it answers.
+func (s *termStream) ask(ctx context.Context, g *streamGen, probe clientv3.WatchChan, bound time.Duration) (answered, ended bool) {
+	end := time.Now().Add(bound)
+	for {
+		rctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(g.ctx), bound/4)
+		_ = g.w.RequestProgress(rctx)
+		cancel()
+		left := time.Until(end)
+		if left <= 0 {
+			return false, false
+		}
+		if answered, ended = heard(ctx, probe, min(bound/4, left)); answered || ended || ctx.Err() != nil || time.Now().After(end) {
+			return answered, ended
+		}
+	}
 }
 
 // pause waits until the stream is due to be asked (due), or until the

@@ -2,6 +2,7 @@ package campaign
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -64,7 +65,12 @@ func (t *Term) watchOn(s *termStream, ctx, wctx context.Context, keys []string, 
 				g := s.current()
 				gctx, end := context.WithCancel(wctx)
 				context.AfterFunc(g.ctx, end)
-				ch := g.w.Watch(gctx, k, append([]clientv3.OpOption{clientv3.WithRev(next)}, opts...)...)
+				// From the revision before next, which etcd has reached
+				// already: a watch from a revision it has not reached
+				// holds up every progress answer on its stream until it
+				// does, which in an idle election is never. What that
+				// revision replays, forward drops.
+				ch := g.w.Watch(gctx, k, append([]clientv3.OpOption{clientv3.WithRev(next - 1)}, opts...)...)
 				if !forward(ctx, g, ch, i, &next, out) {
 					return
 				}
@@ -79,7 +85,8 @@ func (t *Term) watchOn(s *termStream, ctx, wctx context.Context, keys []string, 
 
 // forward sends what ch hears on out, as watch i, until ctx ends or the
 // watch closes (false), or until its stream is replaced (true: open it
-// again from next).
+// again from next). It sends events from next on, each once, and errors;
+// progress answers only move next on.
 func forward(ctx context.Context, g *streamGen, ch clientv3.WatchChan, i int, next *int64, out chan<- watched) bool {
 	for {
 		w := watched{i: i}
@@ -98,11 +105,16 @@ func forward(ctx context.Context, g *streamGen, ch clientv3.WatchChan, i int, ne
 				return true
 			default:
 			}
-		case len(w.resp.Events) > 0:
-			*next = w.resp.Events[len(w.resp.Events)-1].Kv.ModRevision + 1
 		case w.resp.IsProgressNotify():
 			// Everything up to the answer's revision was delivered.
 			*next = max(*next, w.resp.Header.Revision+1)
+			continue
+		default:
+			w.resp.Events = slices.DeleteFunc(w.resp.Events, func(ev *clientv3.Event) bool { return ev.Kv.ModRevision < *next })
+			if len(w.resp.Events) == 0 {
+				continue
+			}
+			*next = w.resp.Events[len(w.resp.Events)-1].Kv.ModRevision + 1
 		}
 		select {
 		case out <- w:
