@@ -128,11 +128,13 @@ func TestHandoffRequests(t *testing.T) {
 	go func() { held <- a.Lead(hctx, func(time.Duration) {}) }()
 	newWire.record(true)
 	b := fb.waiting(t.Context(), 1)
-	fb.next(b, newest(t, fb.cli, fb.l))
-	// Its guard's watches (the resign key's is the last) and its wait's
-	// are in place.
-	newWire.await(t, `create_request:<key:"`+fb.l.ResignKey()+`"`, 1)
-	newWire.await(t, `create_request:<key:"`+a.Sentinel+`"`, 1)
+	key := newest(t, fb.cli, fb.l)
+	fb.next(b, key)
+	// Its guard's watches (its two keys' and the resign key's, each opened
+	// on its own) and its wait's are in place.
+	for _, k := range []string{key, fb.l.SentinelPrefix() + strings.TrimPrefix(key, fb.l.QueuePrefix()), fb.l.ResignKey(), a.Sentinel} {
+		newWire.await(t, `create_request:<key:"`+k+`" start_revision`, 1)
+	}
 
 	stop()
 	<-held
@@ -154,8 +156,14 @@ func TestHandoffRequests(t *testing.T) {
 		t.Errorf("the old leader sent %q in the handoff, want only its revoke", got)
 	}
 	got := slices.DeleteFunc(newWire.record(false), progress)
+	for i, m := range got {
+		// Which watch id, the order of creation on the stream says.
+		if j := strings.Index(m, "cancel_request"); j >= 0 {
+			got[i] = m[:j+len("cancel_request")]
+		}
+	}
 	slices.Sort(got)
-	if want := []string{"/etcdserverpb.KV/Txn", "/etcdserverpb.Lease/LeaseTimeToLive", "/etcdserverpb.Watch/Watch cancel_request:<> "}; !slices.Equal(got, want) {
+	if want := []string{"/etcdserverpb.KV/Txn", "/etcdserverpb.Lease/LeaseTimeToLive", "/etcdserverpb.Watch/Watch cancel_request"}; !slices.Equal(got, want) {
 		t.Errorf("the new leader sent %q in the handoff, want %q: the start read, the old lease's look-up and the wait's cancel", got, want)
 	}
 }

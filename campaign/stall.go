@@ -36,6 +36,7 @@ type termStream struct {
 	key  string // the probe's key: the term's queue key
 	ttl  time.Duration
 	poke chan struct{} // a wait started: the cadence may have changed
+	done chan struct{} // closed by Close
 
 	mu     sync.Mutex
 	cur    *streamGen
@@ -59,7 +60,7 @@ type streamGen struct {
 }
 
 func newTermStream(cli *clientv3.Client, log hclog.Logger, key string, ttl time.Duration) *termStream {
-	s := &termStream{cli: cli, log: log, key: key, ttl: ttl, poke: make(chan struct{}, 1)}
+	s := &termStream{cli: cli, log: log, key: key, ttl: ttl, poke: make(chan struct{}, 1), done: make(chan struct{})}
 	s.cur = s.open(nil)
 	return s
 }
@@ -91,12 +92,14 @@ func (s *termStream) RequestProgress(ctx context.Context) error {
 // stream is opened after it.
 func (s *termStream) Close() error {
 	s.mu.Lock()
+	if !s.closed {
+		close(s.done)
+	}
 	s.closed = true
 	g := s.cur
 	s.mu.Unlock()
-	err := g.w.Close()
-	g.cancel()
-	return err
+	// Its watches end with it, each without a cancel request.
+	return g.w.Close()
 }
 
 // replace puts a new stream in g's place, unless g was replaced already
@@ -226,6 +229,8 @@ func (s *termStream) probe(g *streamGen) clientv3.WatchChan {
 			case out <- resp:
 			case <-g.ctx.Done():
 				return
+			case <-s.done:
+				return
 			}
 		}
 	}()
@@ -275,8 +280,8 @@ func (s *termStream) pause(ctx context.Context, g *streamGen, probe clientv3.Wat
 		case <-t.C:
 			return true, false
 		case <-s.poke:
-		case resp, ok := <-probe:
-			if !ok || resp.Canceled {
+		case _, ok := <-probe:
+			if !ok {
 				t.Stop()
 				return false, true
 			}
@@ -296,16 +301,21 @@ func (s *termStream) pause(ctx context.Context, g *streamGen, probe clientv3.Wat
 func heard(ctx context.Context, probe clientv3.WatchChan, bound time.Duration) (answered, ended bool) {
 	t := time.NewTimer(bound)
 	defer t.Stop()
-	select {
-	case resp, ok := <-probe:
-		if ended := !ok || resp.Canceled; ended {
-			return false, true
+	for {
+		select {
+		case resp, ok := <-probe:
+			switch {
+			case !ok:
+				return false, true
+			case !resp.Canceled:
+				return true, false
+			}
+			// Its watch is cancelled: the channel closes next.
+		case <-t.C:
+			return false, false
+		case <-ctx.Done():
+			return false, false
 		}
-		return true, false
-	case <-t.C:
-		return false, false
-	case <-ctx.Done():
-		return false, false
 	}
 }
 
