@@ -10,8 +10,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/peer"
 )
 
 // termStream is a term's own watch stream: the guard's watches and the
@@ -23,8 +21,8 @@ import (
 // the stream's watches have delivered everything up to the revision it
 // names. A stream that answers nothing within stallBound is stalled: it is
 // replaced by a new one, opened on another member where the client has
-// one, and every watch on it is opened again on the new stream from the
-// revision after the last one it delivered (watchOn). etcd replays what
+// one, and every watch on it is opened again on the new stream from where
+// it stood (watchOn). etcd replays what
 // the stalled stream did not deliver from its history, so nothing is lost
 // and nothing needs reading; a revision compacted away in between fails
 // the watch, which its owner answers with a read, as any broken watch.
@@ -43,8 +41,7 @@ type termStream struct {
 	avoid  []string // members of streams found stalled since one last answered
 	closed bool
 
-	waits    atomic.Int32 // waits watching on the stream now
-	replaced atomic.Int64 // streams found stalled, for tests
+	waits atomic.Int32 // waits watching on the stream now
 }
 
 // streamGen is one watcher of a termStream, which lives until it is
@@ -117,7 +114,6 @@ func (s *termStream) replace(g *streamGen) {
 	avoid := slices.Clone(s.avoid)
 	s.mu.Unlock()
 	s.log.Warn("watch stream answered nothing; watching on another member", "after", stallBound(s.ttl), "avoid", avoid)
-	s.replaced.Add(1)
 	close(g.gone)
 	g.cancel()
 	// Closing ends every watch on g, and its probe; it is not waited for,
@@ -343,98 +339,8 @@ func drain(probe clientv3.WatchChan) {
 	}
 }
 
-// pickingClient opens watch streams as the client would, but on a member
-// none of avoid names where the balancer offers one within picks tries,
-// and remembers which member the last stream it opened is on.
-type pickingClient struct {
-	pb.WatchClient
-	picks int
-	avoid []string
-
-	mu sync.Mutex
-	on string
-}
-
-func (p *pickingClient) Watch(ctx context.Context, opts ...grpc.CallOption) (pb.Watch_WatchClient, error) {
-	for picks := p.picks; ; picks-- {
-		sctx, cancel := context.WithCancel(ctx)
-		stream, err := p.WatchClient.Watch(sctx, opts...)
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		var member string
-		if pr, ok := peer.FromContext(stream.Context()); ok && pr.Addr != nil {
-			member = pr.Addr.String()
-		}
-		if picks > 1 && member != "" && slices.Contains(p.avoid, member) {
-			cancel()
-			continue
-		}
-		// The stream lives as long as the watcher's context, which ends
-		// it.
-		context.AfterFunc(ctx, cancel)
-		p.mu.Lock()
-		p.on = member
-		p.mu.Unlock()
-		return stream, nil
-	}
-}
-
-// member is the address of the member the last stream opened is on, ""
-// where unknown.
-func (p *pickingClient) member() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.on
-}
-
 // termStream is the term's stream, once the guard has opened it.
 func (t *Term) termStream() *termStream {
 	s, _ := t.watches.(*termStream)
 	return s
-}
-
-// hedged runs f, a read, and runs it again every r while no run has
-// answered: the balancer may have sent it to a frozen member, whose
-// connection looks healthy, and a wait's reads are on the way to the next
-// child's start. The first answer counts and ends the other runs; a read
-// asked twice is answered the same. It returns f's error when every run
-// has failed.
-func hedged[T any](ctx context.Context, r time.Duration, f func(context.Context) (T, error)) (T, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type answer struct {
-		v   T
-		err error
-	}
-	answers := make(chan answer)
-	run := func() {
-		go func() {
-			v, err := f(ctx)
-			select {
-			case answers <- answer{v, err}:
-			case <-ctx.Done():
-			}
-		}()
-	}
-	again := time.NewTicker(r)
-	defer again.Stop()
-	run()
-	running := 1
-	for {
-		select {
-		case a := <-answers:
-			running--
-			if a.err == nil || running == 0 {
-				return a.v, a.err
-			}
-		case <-again.C:
-			run()
-			running++
-		case <-ctx.Done():
-			var zero T
-			return zero, ctx.Err()
-		}
-	}
 }
