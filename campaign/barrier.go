@@ -3,6 +3,7 @@ package campaign
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -417,47 +418,58 @@ func (t *Term) waitEvent(ctx context.Context, v view) (woke map[clientv3.LeaseID
 // startRead is the start read: one read-only transaction that checks this
 // term's own keys (create revision and lease) and reads the nearest valid
 // queue key and sentinel below them (with N holders, the N nearest and
-// whether one more is there), retrying until ctx ends. It returns
+// whether one more is there), retrying until ctx ends, and sent again
+// every r while unanswered (hedged). It returns
 // an error wrapping ErrKeyDeleted when the own keys are not intact.
 func (t *Term) startRead(ctx context.Context) (view, error) {
 	l := t.c.cfg.Layout
 	older := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(t.Rev - 1),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend)}
 	n := t.c.holders()
-	var v view
-	var mine bool
-	err := retry(ctx, func() error {
-		return t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) error {
-			page := append(older, clientv3.WithLimit(int64(startReadPage+n-1)))
-			resp, err := t.c.cfg.Client.Txn(rctx).
-				If(t.intact()...).
-				Then(clientv3.OpGet(l.QueuePrefix(), page...), clientv3.OpGet(l.SentinelPrefix(), page...)).
-				Commit()
-			if err != nil {
-				return err
-			}
-			v, mine = view{rev: resp.Header.Revision, n: n}, resp.Succeeded
-			if !mine {
+	type read struct {
+		v    view
+		mine bool
+	}
+	var r read
+	err := retry(ctx, func() (err error) {
+		r, err = hedged(ctx, RenewInterval(t.TTL), func(ctx context.Context) (read, error) {
+			var v view
+			var mine bool
+			err := t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) error {
+				page := append(older, clientv3.WithLimit(int64(startReadPage+n-1)))
+				resp, err := t.c.cfg.Client.Txn(rctx).
+					If(t.intact()...).
+					Then(clientv3.OpGet(l.QueuePrefix(), page...), clientv3.OpGet(l.SentinelPrefix(), page...)).
+					Commit()
+				if err != nil {
+					return err
+				}
+				v, mine = view{rev: resp.Header.Revision, n: n}, resp.Succeeded
+				if !mine {
+					return nil
+				}
+				q, s := resp.Responses[0].GetResponseRange(), resp.Responses[1].GetResponseRange()
+				v.scan(l, q.Kvs, s.Kvs)
+				// Foreign keys filled a page: read on past them, at the same
+				// revision, so that none can hide a valid key.
+				if q.More && v.queued < n+1 {
+					if q.Kvs, err = t.readAt(rctx, l.QueuePrefix(), v.rev, older); err != nil {
+						return err
+					}
+				}
+				if s.More && v.terms < n+1 {
+					if s.Kvs, err = t.readAt(rctx, l.SentinelPrefix(), v.rev, older); err != nil {
+						return err
+					}
+				}
+				v.scan(l, q.Kvs, s.Kvs)
 				return nil
-			}
-			q, s := resp.Responses[0].GetResponseRange(), resp.Responses[1].GetResponseRange()
-			v.scan(l, q.Kvs, s.Kvs)
-			// Foreign keys filled a page: read on past them, at the same
-			// revision, so that none can hide a valid key.
-			if q.More && v.queued < n+1 {
-				if q.Kvs, err = t.readAt(rctx, l.QueuePrefix(), v.rev, older); err != nil {
-					return err
-				}
-			}
-			if s.More && v.terms < n+1 {
-				if s.Kvs, err = t.readAt(rctx, l.SentinelPrefix(), v.rev, older); err != nil {
-					return err
-				}
-			}
-			v.scan(l, q.Kvs, s.Kvs)
-			return nil
+			})
+			return read{v, mine}, err
 		})
+		return err
 	})
+	v, mine := r.v, r.mine
 	if err == nil && !mine {
 		err = fmt.Errorf("while waiting: %w", ErrKeyDeleted)
 	}
@@ -501,19 +513,25 @@ func (t *Term) leaseGone(ctx context.Context, id clientv3.LeaseID) (bool, error)
 }
 
 // leaseTTL is the lease's remaining TTL in whole seconds, -1 once it is
-// gone, asked until etcd answers.
+// gone, asked until etcd answers, and again every r while unanswered
+// (hedged).
 func (t *Term) leaseTTL(ctx context.Context, id clientv3.LeaseID) (int64, error) {
 	var ttl int64
-	err := retry(ctx, func() error {
-		return t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) error {
-			resp, err := t.c.cfg.Client.TimeToLive(rctx, id)
-			if err != nil {
-				return err
-			}
-			t.c.log.Trace("predecessor lease looked up")
-			ttl = resp.TTL
-			return nil
+	err := retry(ctx, func() (err error) {
+		ttl, err = hedged(ctx, RenewInterval(t.TTL), func(ctx context.Context) (int64, error) {
+			var ttl int64
+			err := t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) error {
+				resp, err := t.c.cfg.Client.TimeToLive(rctx, id)
+				if err != nil {
+					return err
+				}
+				t.c.log.Trace("predecessor lease looked up")
+				ttl = resp.TTL
+				return nil
+			})
+			return ttl, err
 		})
+		return err
 	})
 	return ttl, err
 }
@@ -587,6 +605,23 @@ func (t *Term) leaseEnd(ctx context.Context, id clientv3.LeaseID) error {
 	}
 }
 
+// renewUntil renews with attempts bounded by the renewal interval r, one
+// after another, until one is answered or within has passed: an attempt
+// sent to a frozen member, whose connection looks healthy, waits out its
+// bound, and the next one goes to another member (renewals, "A quiet
+// stream"). A handoff during a stalled member would otherwise wait the
+// whole request timeout for a renewal that a member beside it answers at
+// once.
+func (t *Term) renewUntil(ctx context.Context, within time.Duration) error {
+	end := time.Now().Add(within)
+	for {
+		err := t.renewOnce(ctx, RenewInterval(t.TTL))
+		if err == nil || errors.Is(err, ErrLeaseLost) || Permanent(err) || ctx.Err() != nil || time.Now().After(end) {
+			return err
+		}
+	}
+}
+
 // waitErr turns the end of waiting into the error callers act on: a
 // permanent error as it is; the term's loss by its cause; the caller's
 // context ending as ErrNotLeader, or ErrUnreachable when etcd did not
@@ -605,11 +640,11 @@ func (t *Term) waitErr(ctx context.Context, errs ...error) error {
 }
 
 // confirm is step 6 of docs/design.md, "One term, step by step": the fence
-// point must still be ahead, renewing once if it is close, so that the child
+// point must still be ahead, renewing if it is close, so that the child
 // does not start under a fence about to fire.
 func (t *Term) confirm(ctx context.Context) error {
 	if t.fence().Past(t.c.cfg.Now()) {
-		if err := t.renewOnce(ctx, t.c.cfg.RequestTimeout); err != nil {
+		if err := t.renewUntil(ctx, t.c.cfg.RequestTimeout); err != nil {
 			return t.waitErr(ctx, err)
 		}
 		if t.fence().Past(t.c.cfg.Now()) {

@@ -21,8 +21,8 @@ import (
 
 // The campaign's promise at its own level, on a real etcd: Campaign returns
 // a term only when no older term can still run a child. These tests run
-// the campaign's goroutines (renewals, the guard's watches and re-reads,
-// the wait) under the race detector. Each subtest has an election of its
+// the campaign's goroutines (renewals, the guard's watches, its stream's
+// progress requests, the wait) under the race detector. Each subtest has an election of its
 // own on one etcd.
 
 const safety = 30 * time.Second
@@ -203,7 +203,7 @@ func (f *fixture) waitsOnLease(b <-chan result) {
 }
 
 // fromWatch fails unless err is want and came from the guard's watch at
-// once, not from its re-read every T/3, the backstop for a stalled watch.
+// once, not from a read of its keys (after a broken watch).
 func fromWatch(t *testing.T, err, want error) {
 	t.Helper()
 	if !errors.Is(err, want) || strings.HasPrefix(err.Error(), "re-read") {
@@ -768,8 +768,8 @@ func TestCampaign(t *testing.T) {
 	// A guard's watch resumed from compacted history (here after its
 	// connection dropped) neither ends the term nor leaves it unguarded: the
 	// guard reads its keys and watches on from that read, so a later delete
-	// still reaches it through the watch. The TTL keeps the guard's re-read
-	// every T/3 out of the way.
+	// still reaches it through the watch. The TTL keeps the guard's progress
+	// requests, every T/3, out of the way.
 	t.Run("compaction-then-delete", func(t *testing.T) {
 		p := newProxy(t, cluster)
 		f := newFixture(t, etcdtest.NewClient(t, p.Addr()))
@@ -795,15 +795,15 @@ func TestCampaign(t *testing.T) {
 	})
 
 	// A delete the guard's watch missed while cut off, then compacted out of
-	// history: the guard's read after the compacted watch finds it, well
-	// before its re-read every T/3 would.
+	// history: the guard's read after the compacted watch finds it, within
+	// T/3.
 	t.Run("delete-compacted-away", func(t *testing.T) {
 		p := newProxy(t, cluster)
 		f := newFixture(t, etcdtest.NewClient(t, p.Addr()))
 		f.ttl = 30 * time.Second
 		log := newTestLog()
 		f.log = log
-		began := time.Now() // before the guard starts, so before its first re-read
+		began := time.Now() // before the guard starts
 		a := f.lead()
 		held := hold(a)
 		p.Blackhole()
@@ -816,7 +816,7 @@ func TestCampaign(t *testing.T) {
 			t.Fatalf("A's Lead = %v, want ErrKeyDeleted", err)
 		}
 		if took := time.Since(began); took >= a.TTL/3 {
-			t.Errorf("the term ended %s after it began: by the guard's re-read every T/3, not after the compacted watch", took)
+			t.Errorf("the term ended %s after it began: not at once after the compacted watch", took)
 		}
 		// The case happened as claimed.
 		log.waitFor(t, 0, nil, "own-key watch interrupted", "compacted")

@@ -15,9 +15,12 @@ import (
 // that blocks every newer term, and a resign aimed at a candidate still in
 // its barrier would be lost. Its goroutines end with the term's context;
 // Revoke waits for them. Its watches are on a stream of the term's own,
-// which Revoke closes.
+// which the term's waits share and Revoke closes; the stream is asked
+// after, and replaced once it stalls (termStream).
 func (t *Term) guard(from int64) {
-	t.watches = clientv3.NewWatcher(t.c.cfg.Client)
+	s := newTermStream(t.c.cfg.Client, t.c.log, t.Key, t.TTL)
+	t.watches = s
+	t.guards.Go(func() { s.monitor(t.ctx) })
 	t.guardKeys([]owned{{t.Key, t.Rev}, {t.Sentinel, t.Rev}}, true, from)
 }
 
@@ -29,12 +32,11 @@ type owned struct {
 }
 
 // guardKeys watches keys, and the resign request when resign is set, from
-// revision from on, and re-reads them every rereadEvery(T) in case a watch
-// stalls silently.
+// revision from on. A watch that stalls silently is the term stream's to
+// notice (termStream), at the latest guardEvery(T) + r after it began.
 func (t *Term) guardKeys(keys []owned, resign bool, from int64) {
 	g := keyGuard{t, keys, resign}
 	t.guards.Go(func() { t.lose(g.watch(from)) })
-	t.guards.Go(func() { t.lose(g.rereadLoop()) })
 }
 
 // keyGuard is one guardKeys: the keys it watches and how each must stay.
@@ -135,35 +137,23 @@ func (g keyGuard) event(ev *clientv3.Event) error {
 	return nil
 }
 
-// rereadFloor is the shortest pause between two of the guard's re-reads:
-// T/3 at the default TTL.
-const rereadFloor = 5 * time.Second
+// guardFloor is the longest pause between two progress requests on a
+// term's stream while only the guard watches on it: T/3 at the default
+// TTL.
+const guardFloor = 5 * time.Second
 
-// rereadEvery is the pace of the guard's re-read, T/3 but no less than
-// rereadFloor. The re-read only backs up a watch that stalls while its
-// stream lives (a broken or compacted watch is re-read at once), so it
-// bounds how late such a stall lets a deleted key or a resign request be
-// noticed, never what runs: a successor still waits for this term's lease
-// itself (docs/design.md, step 4). A read is a request of its own, dearer
-// than a renewal on the open stream: tied to T alone, a short TTL would pay
-// for one every few renewals, for a double fault (a silent stall, then a
-// delete or a resign) that it makes no likelier.
-func rereadEvery(ttl time.Duration) time.Duration { return max(ttl/3, rereadFloor) }
-
-func (g keyGuard) rereadLoop() error {
-	t := g.t
-	every := rereadEvery(t.TTL)
-	for {
-		select {
-		case <-t.ctx.Done():
-			return t.ctx.Err()
-		case <-time.After(every):
-		}
-		if _, err := g.check(t.ctx); err != nil && t.ctx.Err() == nil {
-			return err
-		}
-	}
-}
+// guardEvery is how often the term's stream is asked after while only the
+// guard watches on it, T/3 but no less than guardFloor. It bounds how late
+// a watch that stalls while its stream lives lets a deleted key or a
+// resign request be noticed (a broken or compacted watch is read at once),
+// never what runs: a successor still waits for this term's lease itself
+// (docs/design.md, step 4). A progress request is a message on the open
+// stream, which etcd answers from the member's own state, so at the
+// default TTL the guard costs far less than the read it replaces; the
+// floor keeps a short TTL from paying for one every few renewals, for a
+// double fault (a silent stall, then a delete or a resign) that it makes
+// no likelier. A wait on the stream asks more often (termStream).
+func guardEvery(ttl time.Duration) time.Duration { return max(ttl/3, guardFloor) }
 
 // check reads the guarded keys in one read-only transaction, retrying
 // transient errors until the term ends. It returns the read's revision, or

@@ -7,11 +7,10 @@ import (
 	"github.com/etcdlead/etcdlead/internal/testsupport/etcdtest"
 )
 
-// The guard's re-read, the backstop for a watch that stalls silently, is a
-// request of its own: at the shortest TTL it keeps its floor of 5 s
-// (docs/design.md, step 3) instead of T/3, which would have read the keys
-// at least once in the time a leader makes eight renewals at its cadence of
-// T/10.
+// The guard's backstop for a watch that stalls silently, a progress
+// request on the term's stream, reads nothing: at the shortest TTL, in the
+// time a leader makes eight renewals at its cadence of T/10, the guard
+// reads its keys not once (docs/design.md, step 3).
 func TestGuardRereadPace(t *testing.T) {
 	t.Parallel()
 	cluster := etcdtest.Start(t, etcdtest.Options{})

@@ -1,0 +1,346 @@
+package campaign
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// termStream is a term's own watch stream: the guard's watches and the
+// wait's all run on it, so that one progress request asks after all of
+// them. A member that is frozen, or behind a link that carries nothing,
+// keeps the stream open and sends nothing; no error ever comes, and etcd's
+// own progress notifications are minutes apart. So the term asks: every
+// progressEvery, a progress request, which etcd answers on the stream once
+// the stream's watches have delivered everything up to the revision it
+// names. A stream that answers nothing within stallBound is stalled: it is
+// replaced by a new one, opened on another member where the client has
+// one, and every watch on it is opened again on the new stream from where
+// it stood (watchOn). etcd replays what
+// the stalled stream did not deliver from its history, so nothing is lost
+// and nothing needs reading; a revision compacted away in between fails
+// the watch, which its owner answers with a read, as any broken watch.
+//
+// It is a clientv3.Watcher so that Revoke closes it as it would any.
+type termStream struct {
+	cli  *clientv3.Client
+	log  hclog.Logger
+	key  string // the probe's key: the term's queue key
+	ttl  time.Duration
+	poke chan struct{} // a wait started: the cadence may have changed
+	done chan struct{} // closed by Close
+
+	mu     sync.Mutex
+	cur    *streamGen
+	avoid  []string // members of streams found stalled since one last answered
+	closed bool
+
+	waits atomic.Int32 // waits watching on the stream now
+}
+
+// streamGen is one watcher of a termStream, which lives until it is
+// found stalled; gone is closed then, before the watcher is.
+type streamGen struct {
+	w      clientv3.Watcher
+	client *pickingClient
+	gone   chan struct{}
+	// ctx ends with gone: watches opened on g end with it, so that none
+	// waits on a stalled member for its watcher's close.
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func newTermStream(cli *clientv3.Client, log hclog.Logger, key string, ttl time.Duration) *termStream {
+	s := &termStream{cli: cli, log: log, key: key, ttl: ttl, poke: make(chan struct{}, 1), done: make(chan struct{})}
+	s.cur = s.open(nil)
+	return s
+}
+
+// open makes a watcher whose gRPC streams avoid the given members.
+func (s *termStream) open(avoid []string) *streamGen {
+	pc := &pickingClient{WatchClient: pb.NewWatchClient(s.cli.ActiveConnection()), picks: 2 * len(s.cli.Endpoints()), avoid: avoid}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &streamGen{w: clientv3.NewWatchFromWatchClient(pc, s.cli), client: pc, gone: make(chan struct{}), ctx: ctx, cancel: cancel}
+}
+
+func (s *termStream) current() *streamGen {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur
+}
+
+// Watch watches on the current stream; watchOn follows replacements.
+func (s *termStream) Watch(ctx context.Context, key string, opts ...clientv3.OpOption) clientv3.WatchChan {
+	return s.current().w.Watch(ctx, key, opts...)
+}
+
+// RequestProgress asks the current stream for a progress notification.
+func (s *termStream) RequestProgress(ctx context.Context) error {
+	return s.current().w.RequestProgress(ctx)
+}
+
+// Close closes the current stream, and with it every watch on it; no
+// stream is opened after it.
+func (s *termStream) Close() error {
+	s.mu.Lock()
+	if !s.closed {
+		close(s.done)
+	}
+	s.closed = true
+	g := s.cur
+	s.mu.Unlock()
+	// Its watches end with it, each without a cancel request.
+	return g.w.Close()
+}
+
+// replace puts a new stream in g's place, unless g was replaced already
+// or the stream is closed, and closes g.
+func (s *termStream) replace(g *streamGen) {
+	s.mu.Lock()
+	if s.closed || s.cur != g {
+		s.mu.Unlock()
+		return
+	}
+	if m := g.client.member(); m != "" && !slices.Contains(s.avoid, m) {
+		s.avoid = append(s.avoid, m)
+	}
+	s.cur = s.open(slices.Clone(s.avoid))
+	avoid := slices.Clone(s.avoid)
+	s.mu.Unlock()
+	s.log.Warn("watch stream answered nothing; watching on another member", "after", stallBound(s.ttl), "avoid", avoid)
+	close(g.gone)
+	g.cancel()
+	// Closing ends every watch on g, and its probe; it is not waited for,
+	// so that nothing on a stalled member holds up the monitor.
+	go g.w.Close()
+}
+
+// answered records that the current stream answered: every member is
+// worth a try again.
+func (s *termStream) answered() {
+	s.mu.Lock()
+	s.avoid = nil
+	s.mu.Unlock()
+}
+
+// waiting records a wait's watches on the stream until the returned func
+// is called: while one lasts, the stream is asked after more often.
+func (s *termStream) waiting() func() {
+	s.waits.Add(1)
+	select {
+	case s.poke <- struct{}{}:
+	default:
+	}
+	return func() { s.waits.Add(-1) }
+}
+
+// progressEvery is how often the stream is asked for progress.
+//
+// While a wait watches, T/4: a stall that begins just before the term
+// ahead ends is noticed within T/4 + r of it, and the watches re-opened
+// at once, which leaves the rest of T/2 for the wake-up's reads and the
+// child's start: a handoff during a stall still completes within T/2 of
+// the old child's end. With the guard alone, guardEvery: see there.
+func (s *termStream) progressEvery() time.Duration {
+	if s.waits.Load() > 0 {
+		return s.ttl / 4
+	}
+	return guardEvery(s.ttl)
+}
+
+// stallBound is how long a stream may leave a progress request (or a new
+// stream its first watch) unanswered before it counts as stalled: the
+// renewal interval r, the same judgement a renewal stream is held to
+// (renewals, "A quiet stream"). An answer needs no raft round, only the
+// member itself. A healthy stream judged stalled costs one new stream and
+// the replays of its watches, nothing more.
+func stallBound(ttl time.Duration) time.Duration { return RenewInterval(ttl) }
+
+// monitor asks after the stream until ctx ends, and replaces it when it
+// stalls. It keeps a probe watch of its own on the stream, on the term's
+// queue key: the answers to progress requests reach every watch on the
+// stream, so the probe hears them whatever else watches, and its creation
+// on a new stream is that stream's first answer.
+func (s *termStream) monitor(ctx context.Context) {
+	bound := stallBound(s.ttl)
+	var (
+		g     *streamGen
+		probe clientv3.WatchChan
+		last  time.Time // when the stream was last asked
+	)
+	for ctx.Err() == nil {
+		if cur := s.current(); cur != g || probe == nil {
+			// A new stream, or the probe's watch ended (the stream
+			// broke, and the watcher opens another): open the probe,
+			// whose creation must be answered within the bound.
+			g = cur
+			probe = s.probe(g)
+		} else {
+			due, ended := s.pause(ctx, g, probe, last)
+			if ended {
+				probe = nil
+				sleep(ctx, bound)
+			}
+			if !due {
+				continue
+			}
+			drain(probe)
+			last = time.Now()
+			answered, ended := s.ask(ctx, g, probe, bound)
+			s.judge(ctx, g, answered, ended)
+			if ended {
+				probe = nil
+				sleep(ctx, bound)
+			}
+			continue
+		}
+		last = time.Now()
+		answered, ended := heard(ctx, probe, bound)
+		s.judge(ctx, g, answered, ended)
+		if ended {
+			// Not in a tight loop on a member that refuses streams (one
+			// without a raft leader refuses them at once).
+			probe = nil
+			sleep(ctx, bound)
+		}
+	}
+}
+
+// probe watches the term's key on g, with the creation answered, and
+// hands on what it hears until g ends. A watch's creation returns only
+// once its member answers it, so it is made here, not in the monitor,
+// which must judge a silent member meanwhile.
+func (s *termStream) probe(g *streamGen) clientv3.WatchChan {
+	out := make(chan clientv3.WatchResponse)
+	go func() {
+		defer close(out)
+		for resp := range g.w.Watch(clientv3.WithRequireLeader(g.ctx), s.key, clientv3.WithCreatedNotify()) {
+			select {
+			case out <- resp:
+			case <-g.ctx.Done():
+				return
+			case <-s.done:
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// judge acts on what a stream said within the bound: nothing at all, and
+// it is replaced.
+func (s *termStream) judge(ctx context.Context, g *streamGen, answered, ended bool) {
+	switch {
+	case answered:
+		s.answered()
+	case !ended && ctx.Err() == nil:
+		s.replace(g)
+	}
+}
+
+// ask sends progress requests on g until the probe hears an answer or
+// bound has passed, one every quarter of the bound: etcd drops, without an
+// answer, a request that finds a watch on the stream still catching up
+// with its history (a watch just opened from a past revision), and asked
+// again a moment later, it answers.
+func (s *termStream) ask(ctx context.Context, g *streamGen, probe clientv3.WatchChan, bound time.Duration) (answered, ended bool) {
+	end := time.Now().Add(bound)
+	for {
+		rctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(g.ctx), bound/4)
+		_ = g.w.RequestProgress(rctx)
+		cancel()
+		left := time.Until(end)
+		if left <= 0 {
+			return false, false
+		}
+		if answered, ended = heard(ctx, probe, min(bound/4, left)); answered || ended || ctx.Err() != nil || time.Now().After(end) {
+			return answered, ended
+		}
+	}
+}
+
+// pause waits until the stream is due to be asked (due), or until the
+// probe's watch ended, the stream was replaced or ctx ended. A wait that
+// starts meanwhile shortens the pause to its cadence; what the probe hears
+// is read as it comes.
+func (s *termStream) pause(ctx context.Context, g *streamGen, probe clientv3.WatchChan, last time.Time) (due, ended bool) {
+	for {
+		t := time.NewTimer(time.Until(last.Add(s.progressEvery())))
+		select {
+		case <-t.C:
+			return true, false
+		case <-s.poke:
+		case _, ok := <-probe:
+			if !ok {
+				t.Stop()
+				return false, true
+			}
+		case <-g.gone:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		if ctx.Err() != nil || s.current() != g {
+			return false, false
+		}
+	}
+}
+
+// heard waits up to bound for anything on the probe: an answer or an
+// event (answered), or the end of its watch (ended: a stream that ends is
+// not silent, but says nothing of its member; the probe is opened again).
+func heard(ctx context.Context, probe clientv3.WatchChan, bound time.Duration) (answered, ended bool) {
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	for {
+		select {
+		case resp, ok := <-probe:
+			switch {
+			case !ok:
+				return false, true
+			case !resp.Canceled:
+				return true, false
+			}
+			// Its watch is cancelled: the channel closes next.
+		case <-t.C:
+			return false, false
+		case <-ctx.Done():
+			return false, false
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// drain reads what the probe holds already, so that only what comes after
+// a request counts as its answer.
+func drain(probe clientv3.WatchChan) {
+	for {
+		select {
+		case _, ok := <-probe:
+			if !ok {
+				return
+			}
+		default:
+			return
+		}
+	}
+}
+
+// termStream is the term's stream, once the guard has opened it.
+func (t *Term) termStream() *termStream {
+	s, _ := t.watches.(*termStream)
+	return s
+}
