@@ -40,6 +40,7 @@ const manSeeAlso = `\fBetcdctl\fR(1), \fBflock\fR(1), \fBtimeout\fR(1), \fBsyste
 // manPage renders etcdlead(1) for app (as newApp builds it) and readme
 // (README.md's text).
 func manPage(app *cli.App, readme string) ([]byte, error) {
+	app.Setup() // the flags the library adds when it runs, --version
 	env, _ := app.Metadata[envMetadata].(map[cli.Flag][]string)
 	var m manWriter
 	m.line(`.TH ETCDLEAD 1 "" etcdlead "User Commands"`)

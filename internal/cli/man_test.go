@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -63,6 +64,42 @@ func TestManPageLints(t *testing.T) {
 	for i, l := range bytes.Split(stdout.Bytes(), []byte("\n")) {
 		if n := len([]rune(string(l))); n > 80 {
 			t.Errorf("line %d of the page is %d columns wide: %q", i+1, n, l)
+		}
+	}
+}
+
+// Every option help shows, with its placeholder, every example and every
+// exit code is on the page, as the page renders them.
+func TestManPageHasWhatHelpShows(t *testing.T) {
+	page := string(generatedManPage(t))
+	for _, topic := range []string{"", "run", "status", "resign", "completion"} {
+		help := helpText(t, strings.Fields("etcdlead "+topic+" --help")...)
+		section := ""
+		for _, l := range strings.Split(help, "\n") {
+			if strings.HasSuffix(l, ":") && !strings.HasPrefix(l, " ") {
+				section = l
+				continue
+			}
+			f := strings.Fields(l)
+			var want string
+			switch {
+			case len(f) == 0:
+				continue
+			case section == "Examples:":
+				want = roff(strings.TrimPrefix(l, "  "))
+			case strings.HasPrefix(l, "  --") && f[0] != "--help":
+				want = `\fB` + roff(f[0]) + `\fR`
+				if len(f) > 1 && f[1] == strings.ToUpper(f[1]) && !strings.HasPrefix(f[1], "[$") {
+					want += ` \fI` + roff(f[1]) + `\fR`
+				}
+			case section == "Exit codes:" && strings.HasPrefix(l, "  ") && !strings.HasPrefix(l, "   "):
+				want = ".TP\n" + `\fB` + roff(f[0]) + `\fR` + "\n"
+			default:
+				continue
+			}
+			if !strings.Contains(page, want) {
+				t.Errorf("%s --help shows %q (%s), which the page does not have as %q", topic, strings.TrimSpace(l), section, want)
+			}
 		}
 	}
 }
