@@ -42,57 +42,77 @@ const manSeeAlso = `\fBetcdctl\fR(1), \fBflock\fR(1), \fBtimeout\fR(1), \fBsyste
 func manPage(app *cli.App, readme string) ([]byte, error) {
 	app.Setup() // the flags the library adds when it runs, --version
 	env, _ := app.Metadata[envMetadata].(map[cli.Flag][]string)
-	var m manWriter
+	m := &manWriter{app: app, env: env, readme: readme}
 	m.line(`.TH ETCDLEAD 1 "" etcdlead "User Commands"`)
-
 	m.section("NAME")
 	m.line(roff(app.Name) + ` \- ` + roff(app.Usage))
+	for _, write := range []func() error{m.synopsis, m.description, m.commands, m.options,
+		m.exitStatus, m.signals, m.environment, m.files, m.examples} {
+		if err := write(); err != nil {
+			return nil, err
+		}
+	}
+	m.section("SEE ALSO")
+	m.line(manSeeAlso)
+	return m.b.Bytes(), nil
+}
 
+func (m *manWriter) synopsis() error {
 	m.section("SYNOPSIS")
-	for i, c := range app.VisibleCommands() {
+	for i, c := range m.app.VisibleCommands() {
 		if i > 0 {
 			m.line(".br")
 		}
-		m.line(".B " + roff(app.Name))
-		m.line(".RI [ \"connection options\" ]")
+		m.line(".B " + roff(m.app.Name))
+		m.line(`.RI [ "connection options" ]`)
 		s := `\fB` + roff(c.Name) + `\fR`
 		if len(flagGroups(c.VisibleFlags())) > 0 {
 			s += ` [\fIoptions\fR]`
 		}
-		if c.ArgsUsage != "" {
-			s += " " + roff(c.ArgsUsage)
-		}
-		m.text(s)
+		m.line(s + optional(" ", roff(c.ArgsUsage)))
 	}
+	return nil
+}
 
+func (m *manWriter) description() error {
 	m.section("DESCRIPTION")
-	run := findCommand(app, "run")
+	run := findCommand(m.app, "run")
 	if run == nil {
-		return nil, fmt.Errorf("no run command")
+		return fmt.Errorf("no run command")
 	}
 	m.para(run.Description)
 	m.para(manDescription)
+	return nil
+}
 
+// commands lists each command with its usage and, but for run's, which
+// DESCRIPTION holds, its description.
+func (m *manWriter) commands() error {
 	m.section("COMMANDS")
-	for _, c := range app.VisibleCommands() {
+	for _, c := range m.app.VisibleCommands() {
 		m.item(`\fB`+roff(c.Name)+`\fR`+optional(" ", roff(c.ArgsUsage)), c.Usage+".")
-		if c.Description != "" && c != run {
-			m.text(".IP")
+		if c.Description != "" && c.Name != "run" {
+			m.line(".IP")
 			m.para1(c.Description)
 		}
 	}
+	return nil
+}
 
+// options are the app's options by category, then each command's own by
+// category; a connection option a command repeats is the app's.
+func (m *manWriter) options() error {
 	m.section("OPTIONS")
 	m.para(`Every option can be given by its environment variable, named after it; an option on the command line wins over its variable. Durations take a unit (15s, 1m30s) or a plain number of seconds. Connection and logging options are accepted before the command and after it.`)
 	global := map[string]bool{}
-	for _, g := range flagGroups(app.VisibleFlags()) {
+	for _, g := range flagGroups(m.app.VisibleFlags()) {
 		m.subsection(g.Name)
 		for _, f := range g.Flags {
 			global[f.Names()[0]] = true
-			m.flag(f, env[f])
+			m.flag(f)
 		}
 	}
-	for _, c := range app.VisibleCommands() {
+	for _, c := range m.app.VisibleCommands() {
 		for _, g := range flagGroups(c.VisibleFlags()) {
 			var own []cli.Flag
 			for _, f := range g.Flags {
@@ -100,45 +120,46 @@ func manPage(app *cli.App, readme string) ([]byte, error) {
 					own = append(own, f)
 				}
 			}
-			if len(own) == 0 {
-				continue
+			if len(own) > 0 {
+				m.subsection(c.Name + ": " + g.Name)
 			}
-			m.subsection(c.Name + ": " + g.Name)
 			for _, f := range own {
-				m.flag(f, env[f])
+				m.flag(f)
 			}
 		}
 	}
+	return nil
+}
 
+func (m *manWriter) exitStatus() error {
 	m.section("EXIT STATUS")
-	for _, c := range app.VisibleCommands() {
-		_, codes := helpExtras(c)
-		if codes == "" {
-			continue
-		}
-		m.subsection(c.Name)
-		for _, row := range columns(codes) {
-			m.item(`\fB`+roff(row[0])+`\fR`, row[1])
+	for _, c := range m.app.VisibleCommands() {
+		if _, codes := helpExtras(c); codes != "" {
+			m.subsection(c.Name)
+			for _, row := range columns(codes) {
+				m.item(`\fB`+roff(row[0])+`\fR`, row[1])
+			}
 		}
 	}
+	return nil
+}
 
+func (m *manWriter) signals() error {
 	m.section("SIGNALS")
 	m.para("What etcdlead run does on a signal:")
-	rows, err := mdTable(readme, "## Signals")
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range rows {
-		m.itemRoff(md(r[0]), md(r[1]))
-	}
+	return m.readmeTable("## Signals")
+}
 
+// environment lists the options' variables, one a line, then the others
+// etcdlead reads, then what the child gets.
+func (m *manWriter) environment() error {
 	m.section("ENVIRONMENT")
 	m.para("Each option's variables, which OPTIONS describes:")
-	m.text(".PD 0") // one line each, a list to look a name up in
+	m.line(".PD 0") // one line each, a list to look a name up in
 	seen := map[string]bool{}
-	for _, c := range append([]*cli.Command{{Flags: app.VisibleFlags()}}, app.VisibleCommands()...) {
+	for _, c := range append([]*cli.Command{{Flags: m.app.VisibleFlags()}}, m.app.VisibleCommands()...) {
 		for _, f := range c.VisibleFlags() {
-			for _, v := range env[f] {
+			for _, v := range m.env[f] {
 				if !seen[v] {
 					seen[v] = true
 					m.line(".TP 36") // the longest name and a space
@@ -148,52 +169,62 @@ func manPage(app *cli.App, readme string) ([]byte, error) {
 			}
 		}
 	}
-	m.text(".PD")
+	m.line(".PD")
 	m.para("etcdlead also reads:")
 	m.itemRoff(`\fB`+roff(envPassword)+`\fR, \fB`+roff(envEtcdctlPassword)+`\fR`,
 		roff("the etcd password when --password-file is not given, in this order; never logged, never given to the child"))
 	m.itemRoff(`\fBETCDLEAD_COMMAND\fR`, roff("the command etcdlead@NAME runs (the packaged systemd unit), which sets ETCDLEAD_ELECTION to NAME"))
-	child, err := mdSection(readme, "## The child")
+	child, err := mdSection(m.readme, "## The child")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	intro, _, _ := strings.Cut(child, "\n\n")
-	m.text(".PP")
-	m.text(md(intro))
-	rows, err = mdTable(readme, "## The child")
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range rows {
-		m.itemRoff(md(r[0]), md(r[1]))
-	}
+	m.line(".PP")
+	m.line(md(intro))
+	return m.readmeTable("## The child")
+}
 
+func (m *manWriter) files() error {
 	m.section("FILES")
 	for _, f := range manFiles {
 		m.itemRoff(`\fI`+roff(f[0])+`\fR`, md(f[1]))
 	}
+	return nil
+}
 
+// examples are each command's, as help shows them, one a line.
+func (m *manWriter) examples() error {
 	m.section("EXAMPLES")
-	for _, c := range app.VisibleCommands() {
+	for _, c := range m.app.VisibleCommands() {
 		examples, _ := helpExtras(c)
 		if examples == "" {
 			continue
 		}
-		m.text(".PP")
-		m.text(`\fB` + roff(c.Name) + `\fR:`)
-		m.text(".PP")
-		m.text(".RS 2")
-		m.text(".nf")
+		m.line(".PP")
+		m.line(`\fB` + roff(c.Name) + `\fR:`)
+		m.line(".PP")
+		m.line(".RS 2")
+		m.line(".nf")
 		for _, l := range strings.Split(strings.TrimRight(examples, "\n"), "\n") {
-			m.text(roff(strings.TrimPrefix(l, "  ")))
+			m.line(roff(strings.TrimPrefix(l, "  ")))
 		}
-		m.text(".fi")
-		m.text(".RE")
+		m.line(".fi")
+		m.line(".RE")
 	}
+	return nil
+}
 
-	m.section("SEE ALSO")
-	m.text(manSeeAlso)
-	return m.b.Bytes(), nil
+// readmeTable writes the rows of README.md's first table under heading as
+// tagged paragraphs.
+func (m *manWriter) readmeTable(heading string) error {
+	rows, err := mdTable(m.readme, heading)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		m.itemRoff(md(r[0]), md(r[1]))
+	}
+	return nil
 }
 
 // helpExtras reads a command's examples and exit codes back from the help
@@ -220,12 +251,16 @@ func columns(s string) [][2]string {
 	return rows
 }
 
-type manWriter struct{ b bytes.Buffer }
+// manWriter writes the page of app, whose flags' variables are env.
+type manWriter struct {
+	app    *cli.App
+	env    map[cli.Flag][]string
+	readme string
+	b      bytes.Buffer
+}
 
+// line writes a line of roff as it is.
 func (m *manWriter) line(s string) { m.b.WriteString(s + "\n") }
-
-// text writes a line of roff as it is.
-func (m *manWriter) text(s string) { m.line(s) }
 
 func (m *manWriter) section(name string) { m.line(".SH " + name) }
 
@@ -252,7 +287,8 @@ func (m *manWriter) itemRoff(tag, text string) {
 
 // flag is one option as help shows it: its name and placeholder, its
 // text and default (flagText), its variables.
-func (m *manWriter) flag(f cli.Flag, env []string) {
+func (m *manWriter) flag(f cli.Flag) {
+	env := m.env[f]
 	tag := `\fB\-\-` + roff(f.Names()[0]) + `\fR`
 	if df, ok := f.(cli.DocGenerationFlag); ok && df.TakesValue() {
 		tag += ` \fI` + roff(placeholder(f)) + `\fR`
