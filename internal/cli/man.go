@@ -19,14 +19,22 @@ import (
 // signals/signals_test.go hold to the code. The page is roff of the man
 // macros with no tables, so it fits 80 columns.
 
-// manDescription is the page's DESCRIPTION, below the run command's own.
+// manDescription is the page's DESCRIPTION, below the run command's own:
+// paragraphs between blank lines.
 const manDescription = `Every candidate of an election runs the same command line on its own
 machine; etcd queues them, and only the one at the head of the queue runs
 COMMAND. When its lease ends (a crash, a partition, a stop) the next in
 line takes over, but only once the old command is known dead: each child
 runs under a keeper that kills its whole process tree by a deadline the
 lease guarantees, so two copies of COMMAND never run at once, and no
-descendant of a stopped command is left behind.`
+descendant of a stopped command is left behind.
+
+Logs go to stderr; stdout is the command's alone. A run that makes losing no
+error (--conflict-exit-code=0 with --no-wait or --wait) keeps its log lines
+back: a candidate that loses drops them, and with --once so does a winner
+whose run exits 0, so a cron line mails only a failure, and then the whole
+story. A warning is written when it happens; on a terminal a winner's lines
+come as they are logged.`
 
 // manFiles are the files a package installs.
 var manFiles = [][2]string{
@@ -44,6 +52,8 @@ func manPage(app *cli.App, readme string) ([]byte, error) {
 	env, _ := app.Metadata[envMetadata].(map[cli.Flag][]string)
 	m := &manWriter{app: app, env: env, readme: readme}
 	m.line(`.TH ETCDLEAD 1 "" etcdlead "User Commands"`)
+	m.line(".nh")   // no hyphenation: option names and words stay whole
+	m.line(".ad l") // ragged right, no stretched spaces
 	m.section("NAME")
 	m.line(roff(app.Name) + ` \- ` + roff(app.Usage))
 	for _, write := range []func() error{m.synopsis, m.description, m.commands, m.options,
@@ -81,7 +91,9 @@ func (m *manWriter) description() error {
 		return fmt.Errorf("no run command")
 	}
 	m.para(run.Description)
-	m.para(manDescription)
+	for _, p := range strings.Split(manDescription, "\n\n") {
+		m.para(p)
+	}
 	return nil
 }
 
