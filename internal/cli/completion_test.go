@@ -210,7 +210,7 @@ func (term *terminal) since() []byte {
 // mark, and returns what is between them.
 func (term *terminal) waitFor(t *testing.T, start string, end ...string) string {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(30 * time.Second) // a guard: a loaded machine starts shells slowly
 	for {
 		s := string(term.since())
 		if _, after, ok := strings.Cut(s, start); ok {
@@ -224,7 +224,7 @@ func (term *terminal) waitFor(t *testing.T, start string, end ...string) string 
 		select {
 		case <-term.grew:
 		case <-timeout:
-			t.Fatalf("the terminal did not show %q within 10s", start)
+			t.Fatalf("the terminal did not show %q within 30s", start)
 		}
 	}
 }
