@@ -34,7 +34,7 @@ func needTool(t *testing.T, name string) string {
 // the test binary, run by an `etcdlead` script on their PATH.
 func TestHelperEtcdlead(t *testing.T) {
 	if os.Getenv("ETCDLEAD_TEST_HELPER") != "1" {
-		t.Skip("run by the completion tests as etcdlead")
+		return // not a test of its own
 	}
 	args := os.Args
 	for i, a := range args {
