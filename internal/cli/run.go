@@ -254,6 +254,6 @@ func controllingTerminal() bool {
 // stderrIsTerminal reports whether someone may be reading the logs as they
 // come (deferredLog).
 func stderrIsTerminal() bool {
-	_, err := unix.IoctlGetTermios(2, unix.TCGETS)
+	_, err := unix.IoctlGetWinsize(2, unix.TIOCGWINSZ) // a terminal has a size; a pipe or a file has none
 	return err == nil
 }
