@@ -43,6 +43,10 @@ const bashCompletion = `_etcdlead_complete() {
 complete -o bashdefault -o default -F _etcdlead_complete etcdlead
 `
 
+// zsh runs the file it finds in fpath as the body of _etcdlead on the first
+// TAB (compinit autoloads it by its #compdef line): that body defines the
+// real _etcdlead and must then complete with it, or the first TAB of each
+// shell finds no match. Sourced instead, the script registers itself.
 const zshCompletion = `#compdef etcdlead
 _etcdlead() {
   local -a opts
@@ -54,7 +58,11 @@ _etcdlead() {
     *) compadd -a opts ;;
   esac
 }
-compdef _etcdlead etcdlead
+if [[ "${zsh_eval_context[-1]}" == loadautofunc ]]; then
+  _etcdlead "$@"
+else
+  compdef _etcdlead etcdlead
+fi
 `
 
 const fishCompletion = `function __etcdlead_complete

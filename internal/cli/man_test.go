@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"flag"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/cpuguy83/go-md2man/v2/md2man"
 )
 
 var updateMan = flag.Bool("update-man", false, "rewrite ../../etcdlead.1 from the CLI definition and README.md")
@@ -19,7 +19,7 @@ const manPath = "../../etcdlead.1"
 // TestManPage fails when the committed etcdlead(1) is not the page that the
 // CLI definition and README.md's tables generate today.
 func TestManPage(t *testing.T) {
-	got := manPage(t)
+	got := generatedManPage(t)
 	if *updateMan {
 		if err := os.WriteFile(manPath, got, 0o644); err != nil {
 			t.Fatal(err)
@@ -35,62 +35,87 @@ func TestManPage(t *testing.T) {
 	}
 }
 
-// manPage renders the page as urfave/cli's ToManWithSection(1) does, with
-// the sections a man page reader expects after its COMMANDS: exit codes,
-// signals and the child's environment taken from README.md (whose tables
-// exitcode_test.go and signals/signals_test.go hold to the code), and the
-// files a package installs.
-func manPage(t *testing.T) []byte {
-	t.Helper()
-	md, err := newApp(nil).ToMarkdown()
+// The committed page as groff and man read it at 80 columns: not a warning (a table
+// or a line wider than the page, an unknown macro or escape), and every
+// section a reader looks for.
+func TestManPageLints(t *testing.T) {
+	groff, man := needTool(t, "groff"), needTool(t, "man")
+	page, err := filepath.Abs(manPath) // the page shipped, which TestManPage holds to the generated one
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b strings.Builder
-	b.WriteString("% etcdlead 1\n\n")
-	// urfave/cli writes "[$VAR] (default: x)", which markdown would read as a
-	// link to "default: x".
-	b.WriteString(strings.ReplaceAll(md, " [$", ` \[$`))
-	b.WriteString("\n# EXIT CODES\n\n")
-	b.WriteString(readmeSection(t, "## Exit codes"))
-	b.WriteString("\n# SIGNALS\n\n")
-	b.WriteString(readmeSection(t, "## Signals"))
-	b.WriteString("\n# ENVIRONMENT\n\n")
-	b.WriteString(manEnvironment)
-	b.WriteString("| option | variable |\n|---|---|\n")
-	for _, row := range readmeTable(t, "## Options") {
-		b.WriteString("| " + row[0] + " | " + row[1] + " |\n")
+	out, err := exec.Command(groff, "-man", "-ww", "-z", page).CombinedOutput()
+	if err != nil || len(out) > 0 {
+		t.Errorf("groff -man -ww -z etcdlead.1: %v\n%s", err, out)
 	}
-	b.WriteString("\n")
-	b.WriteString(readmeSection(t, "## The child"))
-	b.WriteString("\n# FILES\n\n")
-	b.WriteString(manFiles)
-	b.WriteString("\n# SEE ALSO\n\n")
-	b.WriteString(manSeeAlso)
-	return md2man.Render([]byte(b.String()))
+	cmd := exec.Command(man, "--warnings", "-l", page)
+	cmd.Env = append(os.Environ(), "MANWIDTH=80")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil || stderr.Len() > 0 {
+		t.Errorf("man --warnings -l etcdlead.1: %v\n%s", err, stderr.String())
+	}
+	for _, s := range []string{"NAME", "SYNOPSIS", "DESCRIPTION", "COMMANDS", "OPTIONS", "EXIT STATUS",
+		"ENVIRONMENT", "FILES", "EXAMPLES", "SEE ALSO"} {
+		if !bytes.Contains(stdout.Bytes(), []byte("\n"+s+"\n")) {
+			t.Errorf("the page has no %s section", s)
+		}
+	}
+	for i, l := range bytes.Split(stdout.Bytes(), []byte("\n")) {
+		if n := len([]rune(string(l))); n > 80 {
+			t.Errorf("line %d of the page is %d columns wide: %q", i+1, n, l)
+		}
+	}
 }
 
-const manEnvironment = `Every option has an environment variable; an option on the command line
-outranks its variable. The packaged systemd
-unit also reads **ETCDLEAD_COMMAND**, the command that ` + "`etcdlead@NAME`" + ` runs,
-and sets **ETCDLEAD_ELECTION** to the instance name.
+// Every option help shows, with its placeholder, every example and every
+// exit code is on the page, as the page renders them.
+func TestManPageHasWhatHelpShows(t *testing.T) {
+	page := string(generatedManPage(t))
+	for _, topic := range []string{"", "run", "status", "resign", "completion"} {
+		help := helpText(t, strings.Fields("etcdlead "+topic+" --help")...)
+		section := ""
+		for _, l := range strings.Split(help, "\n") {
+			if strings.HasSuffix(l, ":") && !strings.HasPrefix(l, " ") {
+				section = l
+				continue
+			}
+			f := strings.Fields(l)
+			var want string
+			switch {
+			case len(f) == 0:
+				continue
+			case section == "Examples:":
+				want = roff(strings.TrimPrefix(l, "  "))
+			case strings.HasPrefix(l, "  --") && f[0] != "--help":
+				want = `\fB` + roff(f[0]) + `\fR`
+				if len(f) > 1 && f[1] == strings.ToUpper(f[1]) && !strings.HasPrefix(f[1], "[$") {
+					want += ` \fI` + roff(f[1]) + `\fR`
+				}
+			case section == "Exit codes:" && strings.HasPrefix(l, "  ") && !strings.HasPrefix(l, "   "):
+				want = ".TP\n" + `\fB` + roff(f[0]) + `\fR` + "\n"
+			default:
+				continue
+			}
+			if !strings.Contains(page, want) {
+				t.Errorf("%s --help shows %q (%s), which the page does not have as %q", topic, strings.TrimSpace(l), section, want)
+			}
+		}
+	}
+}
 
-`
-
-const manFiles = `**/usr/libexec/etcdlead/etcdlead-keeper**
-: the keeper, which owns the child's process tree and enforces the fence; a
-build without a fixed directory looks for it beside the etcdlead executable
-and never on PATH
-
-**/usr/lib/systemd/system/etcdlead@.service**
-: the template unit: ` + "`systemctl enable --now etcdlead@NAME`" + ` runs election NAME
-
-**/etc/etcdlead/NAME.env**
-: the settings of ` + "`etcdlead@NAME`" + `, one ETCDLEAD_* variable a line; example.env
-shows them
-`
-
-const manSeeAlso = "etcdctl(1), systemd.service(5), and README.md and docs/design.md in etcdlead's source.\n"
+func generatedManPage(t *testing.T) []byte {
+	t.Helper()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := manPage(newApp(nil), string(readme))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return page
+}
 
 // readmeSection returns README.md's text below heading, up to the next
 // heading of its level or above.
@@ -100,12 +125,9 @@ func readmeSection(t *testing.T, heading string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(b), "\n"+heading+"\n")
-	if !ok {
-		t.Fatalf("README.md has no %q", heading)
+	s, err := mdSection(string(b), heading)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if i := strings.Index(rest, "\n## "); i >= 0 {
-		rest = rest[:i+1]
-	}
-	return strings.TrimLeft(rest, "\n")
+	return s
 }

@@ -38,7 +38,7 @@ func runAction(c *cli.Context, raw []string) (err error) {
 	sigs := signals.Catch()
 	// As a container's entrypoint, etcdlead is its PID namespace's init.
 	defer supervisor.ReapAdopted()()
-	deferred := newDeferredLog(rc)
+	deferred := newDeferredLog(rc, stderrIsTerminal())
 	defer deferred.release(true) // a return before the outcome shows what was logged
 	log := newLogger(rc.logLevel, rc.logJSON, deferred)
 	log.Trace("run begins")
@@ -130,9 +130,9 @@ func runAction(c *cli.Context, raw []string) (err error) {
 		Won:         deferred.won,
 		Interactive: controllingTerminal(),
 	}, runner.Campaigns(camp), keepers, sigs, mon, log)
-	o := r.Run(c.Context)
-	deferred.release(!silentLoss(o, rc.conflictCode))
-	return &runEnd{Outcome: o, conflictCode: rc.conflictCode}
+	end := &runEnd{Outcome: r.Run(c.Context), conflictCode: rc.conflictCode}
+	deferred.end(end)
+	return end
 }
 
 // childBaseEnv is the inherited part of the child's environment: etcdlead's
@@ -198,7 +198,7 @@ func runFlags() []cli.Flag {
 		&cli.BoolFlag{Name: flagNoWait, EnvVars: []string{envNoWait}, Category: catWhen,
 			Usage: "give up at once if another candidate leads: exit 75, like flock -n -E 75"},
 		&cli.IntFlag{Name: flagConflictCode, Value: exitConflict, EnvVars: []string{envConflictCode}, Category: catWhen,
-			Usage: "exit code when --wait or --no-wait ends while another candidate leads; 0 also keeps such a loss silent"},
+			Usage: "exit code when --wait or --no-wait ends while another candidate leads; 0 also keeps such a loss silent, and with --once a run that exits 0"},
 		&cli.BoolFlag{Name: flagOnce, EnvVars: []string{envOnce}, Category: catWhen,
 			Usage: "run the command at most once: if leadership is lost, stop it and exit 76"},
 		durationFlag(cli.GenericFlag{Name: flagHoldAtLeast, EnvVars: []string{envHoldAtLeast}, Category: catWhen,
@@ -248,5 +248,12 @@ const runExitCodes = `  N        the command's own code, or 128+N when signal N 
 // (package supervisor asks the same way).
 func controllingTerminal() bool {
 	_, err := unix.IoctlGetInt(0, unix.TIOCGPGRP)
+	return err == nil
+}
+
+// stderrIsTerminal reports whether someone may be reading the logs as they
+// come (deferredLog).
+func stderrIsTerminal() bool {
+	_, err := unix.IoctlGetWinsize(2, unix.TIOCGWINSZ) // a terminal has a size; a pipe or a file has none
 	return err == nil
 }

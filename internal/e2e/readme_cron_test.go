@@ -1,8 +1,13 @@
 package e2e
 
 import (
+	"net"
 	"os"
+	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -81,4 +86,171 @@ func allOf(t *testing.T, l *lines) string {
 			t.Fatalf("the stream did not end within %s", safety)
 		}
 	}
+}
+
+// readmeCronCommand returns the command of the README's crontab line, what
+// cron hands to /bin/sh -c, with two words put in for the test's world: the
+// endpoints (the test's etcd) and the job (the probe). Every other word is
+// the README's own.
+func readmeCronCommand(t *testing.T, endpoints string, job []string) string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(b), "\n```cron\n")
+	line, _, ok2 := strings.Cut(after, "\n")
+	if !ok || !ok2 {
+		t.Fatal("README.md has no cron block")
+	}
+	fields := strings.Fields(line)
+	if len(fields) < 8 || fields[5] != "etcdlead" {
+		t.Fatalf("README.md's cron line is not `... etcdlead ...`: %q", line)
+	}
+	words := slices.Clone(fields[5:])
+	endpointsAt, jobAt := -1, -1
+	for i, w := range words {
+		switch {
+		case strings.HasPrefix(w, "--endpoints="):
+			endpointsAt = i
+		case w == "--" && jobAt < 0:
+			jobAt = i + 1
+		}
+	}
+	if endpointsAt < 0 || jobAt < 0 || jobAt != len(words)-1 {
+		t.Fatalf("README.md's cron line is not `etcdlead run --endpoints=... OPTIONS -- JOB`: %q", line)
+	}
+	words[endpointsAt] = "--endpoints=" + endpoints
+	return strings.Join(append(words[:jobAt], job...), " ")
+}
+
+// cronFiring runs command as cron does, through /bin/sh -c, with the test's
+// binaries on PATH and the test's key prefix in the environment.
+func (e *env) cronFiring(name, command string) *candidate {
+	e.t.Helper()
+	cmd := exec.Command("/bin/sh", "-c", command)
+	cmd.Env = append(os.Environ(), "PATH="+binDir+":"+os.Getenv("PATH"), "ETCDLEAD_PREFIX="+e.prefix)
+	// Its own process group, so that the shell's etcdlead goes with it
+	// should the test end early.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c := e.launch(name, cmd)
+	e.t.Cleanup(func() { _ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL) })
+	return c
+}
+
+// The README's cron line as written, fired from three shells at once, as
+// three machines' cron would: the job runs once, every machine exits as
+// cron wants to see it, and only a failure writes anything to stderr (what
+// cron mails): the winner's own story when the job fails, one line naming
+// the cause when etcd is out of reach. The winner keeps its leadership for
+// the line's --hold-at-least, so the first two cases take that long; they
+// run in parallel with the rest of the package.
+func TestReadmeCronLineThreeMachines(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		jobExit     int    // the job's exit code
+		unreachable bool   // the endpoints are a port nobody listens on
+		winnerExit  int    // -1: no winner
+		winnerSays  string // in the winner's stderr; "" means nothing at all
+		losersExit  int
+		losersSay   string // "" means nothing at all
+	}{
+		{name: "success", jobExit: 0, winnerExit: 0},
+		{name: "job fails", jobExit: 3, winnerExit: 3, winnerSays: "child exited: status=3"},
+		{name: "etcd unreachable", unreachable: true, winnerExit: -1, losersExit: 125, losersSay: "not reached"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var endpoints []string
+			if tc.unreachable {
+				endpoints = []string{closedPort(t)}
+			} else {
+				endpoints = etcdtest.Start(t, etcdtest.Options{}).Endpoints()
+			}
+			e := newEnv(t, endpoints)
+			command := readmeCronCommand(t, strings.Join(endpoints, ","), e.probe("-exit", strconv.Itoa(tc.jobExit)))
+			var machines []*candidate
+			for _, name := range []string{"m1", "m2", "m3"} {
+				machines = append(machines, e.cronFiring(name, command))
+			}
+			// The winner ends once the line's --hold-at-least has passed.
+			deadline := time.After(readmeCronHold(t) + safety)
+			winners := 0
+			for _, m := range machines {
+				var code int
+				select {
+				case <-m.done:
+					code = m.code
+				case <-deadline:
+					t.Fatalf("%s still runs after the line's --hold-at-least and %s more", m.name, safety)
+				}
+				stdout, stderr := allOf(t, m.out), allOf(t, m.log)
+				if strings.HasPrefix(stdout, "ready") {
+					winners++
+					if code != tc.winnerExit {
+						t.Errorf("%s ran the job and exited %d, want %d", m.name, code, tc.winnerExit)
+					}
+					checkSaid(t, m.name+" (the winner)", stderr, tc.winnerSays)
+					continue
+				}
+				if code != tc.losersExit {
+					t.Errorf("%s did not run the job and exited %d, want %d", m.name, code, tc.losersExit)
+				}
+				if stdout != "" {
+					t.Errorf("%s did not run the job but wrote to stdout:\n%s", m.name, stdout)
+				}
+				checkSaid(t, m.name+" (a loser)", stderr, tc.losersSay)
+			}
+			wantRuns := 1
+			if tc.winnerExit < 0 {
+				wantRuns = 0
+			}
+			if winners != wantRuns {
+				t.Errorf("%d machines ran the job, want %d", winners, wantRuns)
+			}
+			if runs := e.jobRuns(t); runs != wantRuns {
+				t.Errorf("the job ran %d times, want %d", runs, wantRuns)
+			}
+		})
+	}
+}
+
+// readmeCronHold is the --hold-at-least of the README's cron line.
+func readmeCronHold(t *testing.T) time.Duration {
+	t.Helper()
+	for _, f := range readmeCronFlags(t) {
+		if v, ok := strings.CutPrefix(f, "--hold-at-least="); ok {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				t.Fatalf("README.md's cron line: %s: %v", f, err)
+			}
+			return d
+		}
+	}
+	return 0
+}
+
+// checkSaid holds what a machine wrote to stderr to what cron should mail:
+// nothing when want is "", else text that holds want.
+func checkSaid(t *testing.T, who, stderr, want string) {
+	t.Helper()
+	switch {
+	case want == "" && stderr != "":
+		t.Errorf("%s wrote to stderr, which cron would mail:\n%s", who, stderr)
+	case want != "" && !strings.Contains(stderr, want):
+		t.Errorf("%s's stderr does not say %q:\n%s", who, want, stderr)
+	}
+}
+
+// closedPort is a loopback address that refuses connections: a port that
+// was just listened on and closed.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
 }
