@@ -6,6 +6,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -63,6 +64,11 @@ type renewals struct {
 	// turn is held to open a stream or to send on it; a channel, so that a
 	// renewal waiting for its turn still ends with its bound.
 	turn chan struct{}
+
+	// rev is the highest revision an answer's header named: etcd's
+	// revision at the member that answered, which the term's watch stream
+	// is held to (termStream.needless).
+	rev atomic.Int64
 
 	mu   sync.Mutex
 	cur  *keepAliveStream   // where sends go: nil until opened, and once it failed
@@ -307,6 +313,9 @@ func (r *renewals) receive(ka *keepAliveStream) {
 			r.drop(ka, rpctypes.Error(err))
 			return
 		}
+		if resp.Header != nil {
+			r.seen(resp.Header.Revision)
+		}
 		ka.mu.Lock()
 		i := slices.IndexFunc(ka.pending, func(s *renewalSend) bool { return int64(s.lease) == resp.ID })
 		var s *renewalSend
@@ -318,6 +327,16 @@ func (r *renewals) receive(ka *keepAliveStream) {
 		ka.mu.Unlock()
 		if s != nil {
 			s.done <- renewalAnswer{ttl: resp.TTL}
+		}
+	}
+}
+
+// seen records that etcd's revision is at least rev.
+func (r *renewals) seen(rev int64) {
+	for {
+		old := r.rev.Load()
+		if rev <= old || r.rev.CompareAndSwap(old, rev) {
+			return
 		}
 	}
 }

@@ -19,7 +19,10 @@ import (
 // own progress notifications are minutes apart. So the term asks: every
 // progressEvery, a progress request, which etcd answers on the stream once
 // the stream's watches have delivered everything up to the revision it
-// names. A stream that answers nothing within stallBound is stalled: it is
+// names. While only the guard watches, it asks only when there may be
+// something to miss: when the renewals' answers name a revision past the
+// last one the stream confirmed (needless); an idle election, where
+// nothing is written, then costs etcd no request for it at all. A stream that answers nothing within stallBound is stalled: it is
 // replaced by a new one, opened on another member where the client has
 // one, and every watch on it is opened again on the new stream from where
 // it stood (watchOn). etcd replays what
@@ -42,6 +45,10 @@ type termStream struct {
 	closed bool
 
 	waits atomic.Int32 // waits watching on the stream now
+	// known is the highest revision etcd is known to have reached, from
+	// the renewals' answers on the same client (renewals.rev).
+	known func() int64
+	asked atomic.Int64 // progress requests asked (ask), for tests
 }
 
 // streamGen is one watcher of a termStream, which lives until it is
@@ -57,7 +64,8 @@ type streamGen struct {
 }
 
 func newTermStream(cli *clientv3.Client, log hclog.Logger, key string, ttl time.Duration) *termStream {
-	s := &termStream{cli: cli, log: log, key: key, ttl: ttl, poke: make(chan struct{}, 1), done: make(chan struct{})}
+	s := &termStream{cli: cli, log: log, key: key, ttl: ttl, poke: make(chan struct{}, 1), done: make(chan struct{}),
+		known: renewalsOf(cli).rev.Load}
 	s.cur = s.open(nil)
 	return s
 }
@@ -142,14 +150,16 @@ func (s *termStream) waiting() func() {
 
 // progressEvery is how often the stream is asked for progress.
 //
-// While a wait watches, T/4: a stall that begins just before the term
-// ahead ends is noticed within T/4 + r of it, and the watches re-opened
-// at once, which leaves the rest of T/2 for the wake-up's reads and the
-// child's start: a handoff during a stall still completes within T/2 of
-// the old child's end. With the guard alone, guardEvery: see there.
+// While a wait watches, T/2 - 5r/2 (T/4 up to a TTL of 10 s): a stall
+// that begins just before the term ahead ends is noticed within T/2 -
+// 3r/2 of it, and the watches re-opened at once, which leaves 3r/2 of
+// T/2 for the wake-up's reads and the child's start: a handoff during a
+// stall still completes within T/2 of the old child's end. A wait asks
+// whether or not the revision moved: its own renewals, which would tell,
+// come only every T/3. With the guard alone, guardEvery: see there.
 func (s *termStream) progressEvery() time.Duration {
 	if s.waits.Load() > 0 {
-		return s.ttl / 4
+		return s.ttl/2 - 5*RenewInterval(s.ttl)/2
 	}
 	return guardEvery(s.ttl)
 }
@@ -170,9 +180,10 @@ func stallBound(ttl time.Duration) time.Duration { return RenewInterval(ttl) }
 func (s *termStream) monitor(ctx context.Context) {
 	bound := stallBound(s.ttl)
 	var (
-		g     *streamGen
-		probe clientv3.WatchChan
-		last  time.Time // when the stream was last asked
+		g         *streamGen
+		probe     clientv3.WatchChan
+		last      time.Time // when the stream was last asked
+		confirmed int64     // the revision its last progress answer named
 	)
 	for ctx.Err() == nil {
 		if cur := s.current(); cur != g || probe == nil {
@@ -181,6 +192,7 @@ func (s *termStream) monitor(ctx context.Context) {
 			// whose creation must be answered within the bound.
 			g = cur
 			probe = s.probe(g)
+			confirmed = 0
 		} else {
 			due, ended := s.pause(ctx, g, probe, last)
 			if ended {
@@ -190,10 +202,14 @@ func (s *termStream) monitor(ctx context.Context) {
 			if !due {
 				continue
 			}
-			drain(probe)
 			last = time.Now()
-			answered, ended := s.ask(ctx, g, probe, bound)
-			s.judge(ctx, g, answered, ended)
+			if s.needless(confirmed) {
+				continue
+			}
+			drain(probe)
+			rev, ended := s.ask(ctx, g, probe, bound)
+			confirmed = max(confirmed, rev)
+			s.judge(ctx, g, rev > 0, ended)
 			if ended {
 				probe = nil
 				sleep(ctx, bound)
@@ -201,8 +217,8 @@ func (s *termStream) monitor(ctx context.Context) {
 			continue
 		}
 		last = time.Now()
-		answered, ended := heard(ctx, probe, bound)
-		s.judge(ctx, g, answered, ended)
+		rev, ended := heard(ctx, probe, bound)
+		s.judge(ctx, g, rev > 0, ended)
 		if ended {
 			// Not in a tight loop on a member that refuses streams (one
 			// without a raft leader refuses them at once).
@@ -233,6 +249,17 @@ func (s *termStream) probe(g *streamGen) clientv3.WatchChan {
 	return out
 }
 
+// needless says that asking the stream now would tell nothing: only the
+// guard watches on it, and no renewal answer has named a revision past
+// confirmed, the last its progress answers named, so no write can have
+// been made that the stream did not deliver. A write (a key deleted, a
+// resign request) moves the revision, which the next renewal answer, at
+// most r later, names; the stream is asked at the next pause's end.
+func (s *termStream) needless(confirmed int64) bool {
+	k := s.known()
+	return s.waits.Load() == 0 && k > 0 && k <= confirmed
+}
+
 // judge acts on what a stream said within the bound: nothing at all, and
 // it is replaced.
 func (s *termStream) judge(ctx context.Context, g *streamGen, answered, ended bool) {
@@ -249,7 +276,8 @@ func (s *termStream) judge(ctx context.Context, g *streamGen, answered, ended bo
 // answer, a request that finds a watch on the stream still catching up
 // with its history (a watch just opened from a past revision), and asked
 // again a moment later, it answers.
-func (s *termStream) ask(ctx context.Context, g *streamGen, probe clientv3.WatchChan, bound time.Duration) (answered, ended bool) {
+func (s *termStream) ask(ctx context.Context, g *streamGen, probe clientv3.WatchChan, bound time.Duration) (rev int64, ended bool) {
+	s.asked.Add(1)
 	end := time.Now().Add(bound)
 	for {
 		rctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(g.ctx), bound/4)
@@ -257,10 +285,10 @@ func (s *termStream) ask(ctx context.Context, g *streamGen, probe clientv3.Watch
 		cancel()
 		left := time.Until(end)
 		if left <= 0 {
-			return false, false
+			return 0, false
 		}
-		if answered, ended = heard(ctx, probe, min(bound/4, left)); answered || ended || ctx.Err() != nil || time.Now().After(end) {
-			return answered, ended
+		if rev, ended = heard(ctx, probe, min(bound/4, left)); rev > 0 || ended || ctx.Err() != nil || time.Now().After(end) {
+			return rev, ended
 		}
 	}
 }
@@ -292,9 +320,12 @@ func (s *termStream) pause(ctx context.Context, g *streamGen, probe clientv3.Wat
 }
 
 // heard waits up to bound for anything on the probe: an answer or an
-// event (answered), or the end of its watch (ended: a stream that ends is
-// not silent, but says nothing of its member; the probe is opened again).
-func heard(ctx context.Context, probe clientv3.WatchChan, bound time.Duration) (answered, ended bool) {
+// event, with the revision its header names (rev, > 0), or the end of its
+// watch (ended: a stream that ends is not silent, but says nothing of its
+// member; the probe is opened again). Only a progress answer vouches for
+// every watch on the stream; an event's revision is returned as 1, an
+// answer that confirms nothing past what was confirmed.
+func heard(ctx context.Context, probe clientv3.WatchChan, bound time.Duration) (rev int64, ended bool) {
 	t := time.NewTimer(bound)
 	defer t.Stop()
 	for {
@@ -302,15 +333,17 @@ func heard(ctx context.Context, probe clientv3.WatchChan, bound time.Duration) (
 		case resp, ok := <-probe:
 			switch {
 			case !ok:
-				return false, true
+				return 0, true
+			case resp.IsProgressNotify():
+				return max(resp.Header.Revision, 1), false
 			case !resp.Canceled:
-				return true, false
+				return 1, false
 			}
 			// Its watch is cancelled: the channel closes next.
 		case <-t.C:
-			return false, false
+			return 0, false
 		case <-ctx.Done():
-			return false, false
+			return 0, false
 		}
 	}
 }

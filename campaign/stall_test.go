@@ -126,3 +126,88 @@ func TestGuardNoticesDeleteOnFrozenStream(t *testing.T) {
 		t.Fatalf("the waiter's guard never noticed its key deleted")
 	}
 }
+
+// An idle leader's guard asks its stream nothing once a progress answer
+// confirmed the revision the renewals' answers name: with nothing written,
+// there is nothing the stream could have failed to deliver. A write moves
+// the revision, and the guard asks again at its next pause's end.
+func TestIdleLeaderGuardAsksNothing(t *testing.T) {
+	t.Parallel()
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	cli := etcdtest.NewClient(t, cluster.Endpoints()...)
+	fa := newFixture(t, cli)
+	fa.ttl = campaign.MinTTL
+	a := fa.lead()
+	held := hold(a)
+	every := campaign.GuardEvery(campaign.MinTTL)
+	waitAsks := func(n int64) {
+		t.Helper()
+		for deadline := time.Now().Add(safety); a.ProgressAsks() < n; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the guard asked %d times in %s, want %d", a.ProgressAsks(), safety, n)
+			}
+		}
+	}
+	waitAsks(1)
+	// Two of the guard's pauses, idle: the window measured, not a wait
+	// for an event.
+	time.Sleep(2*every + every/2)
+	if n := a.ProgressAsks(); n != 1 {
+		t.Errorf("an idle leader's guard asked its stream %d times in %s after the first answer, want none", n-1, 2*every+every/2)
+	}
+	if _, err := cli.Put(t.Context(), "elsewhere", "x"); err != nil {
+		t.Fatal(err)
+	}
+	waitAsks(2)
+	select {
+	case err := <-held:
+		t.Fatalf("the leader's term ended: %v", err)
+	default:
+	}
+}
+
+// A leader's guard whose stream is on a frozen member notices its key
+// deleted through the other members: the delete moves the revision, which
+// the leader's renewals (on a member that answers) name, so the guard asks
+// its stream at its next pause's end, finds it stalled, and watches again
+// elsewhere.
+func TestLeaderGuardNoticesDeleteOnFrozenStream(t *testing.T) {
+	t.Parallel()
+	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
+	fa := newFixture(t, etcdtest.NewClient(t, cluster.Endpoints()...))
+	fa.ttl = campaign.MinTTL
+	a := fa.lead()
+	held := hold(a)
+	on := settle(t, cluster, 1)
+	frozen := -1
+	for i, n := range on {
+		if n > 0 {
+			frozen = i
+		}
+	}
+	if cluster.RaftLeader(t) == frozen {
+		cluster.MoveLeader(t, (frozen+1)%3)
+	}
+	cluster.Member(frozen).Freeze(t)
+	t.Cleanup(func() { cluster.Member(frozen).Thaw(t) })
+	var others []string
+	for i, m := range cluster.Members() {
+		if i != frozen {
+			others = append(others, m.ClientAddr())
+		}
+	}
+	cli := etcdtest.NewClient(t, others...)
+	start := time.Now()
+	if _, err := cli.Delete(t.Context(), a.Key); err != nil {
+		t.Fatal(err)
+	}
+	r := campaign.RenewInterval(campaign.MinTTL)
+	bound := campaign.GuardEvery(campaign.MinTTL) + 3*r
+	err := awaitErr(t, held)
+	fromWatch(t, err, campaign.ErrKeyDeleted)
+	took := time.Since(start)
+	t.Logf("noticed %s after the delete", took)
+	if took > bound {
+		t.Errorf("the leader's guard noticed its key deleted %s after the delete, want at most %s (its pace, the renewal that names the revision, the stall bound)", took, bound)
+	}
+}
