@@ -308,8 +308,9 @@ var containmentUndoers = []string{"ProtectControlGroups", "RestrictNamespaces", 
 	"ProcSubset", "RestrictRealtime", "PrivateUsers"}
 
 // checkHardening checks the hardening drop-in the packages ship as
-// documentation: it sets none of containmentUndoers, systemd takes it with
-// the unit, and systemd-analyze rates the hardened unit no worse than OK.
+// documentation: it sets none of containmentUndoers, its system call
+// filter lets etcdlead's calls through, systemd takes it with the unit,
+// and systemd-analyze rates the hardened unit no worse than OK.
 func checkHardening(t *testing.T, root, etcdlead string) {
 	need(t, "systemd-analyze")
 	conf, err := os.ReadFile(filepath.Join(root, "usr/share/doc/etcdlead/hardening.conf"))
@@ -324,10 +325,9 @@ func checkHardening(t *testing.T, root, etcdlead string) {
 		if slices.Contains(containmentUndoers, key) {
 			t.Errorf("the drop-in sets %s=%s, which undoes the containment", key, value)
 		}
-		if key == "SystemCallFilter" && strings.Contains(value, "@resources") && strings.HasPrefix(value, "~") {
-			t.Errorf("the drop-in refuses @resources, which the fence's real-time thread needs")
-		}
 	}
+
+	checkSyscallFilter(t, string(conf))
 
 	unit, err := os.ReadFile(filepath.Join(root, "usr/lib/systemd/system/etcdlead@.service"))
 	if err != nil {
@@ -402,4 +402,59 @@ func checkExampleEnv(t *testing.T, root string) {
 	if stopD <= kill {
 		t.Errorf("TimeoutStopSec=%s is not longer than example.env's kill timeout %s", stopD, kill)
 	}
+}
+
+// etcdleadSyscalls are the system calls etcdlead and its keeper make to
+// contain, signal and reap a command's tree and to fence it (supervisor/,
+// internal/bootclock/): a filter that refuses one of them makes etcdlead
+// fall back or fail.
+var etcdleadSyscalls = []string{"clone3", "pidfd_open", "pidfd_send_signal", "kill", "prctl",
+	"waitid", "wait4", "setsid", "setpgid", "sched_setattr", "timerfd_create", "timerfd_settime",
+	"inotify_init1", "inotify_add_watch", "getxattr", "unlinkat", "mkdirat", "uname", "poll"}
+
+// checkSyscallFilter checks that the drop-in's SystemCallFilter= lets
+// etcdlead's system calls through: its allow lists less its deny lists,
+// each group expanded as systemd-analyze expands it.
+func checkSyscallFilter(t *testing.T, conf string) {
+	allow, deny := map[string]bool{}, map[string]bool{}
+	for _, line := range strings.Split(conf, "\n") {
+		value, ok := strings.CutPrefix(strings.TrimSpace(line), "SystemCallFilter=")
+		if !ok {
+			continue
+		}
+		set := allow
+		if v, ok := strings.CutPrefix(value, "~"); ok {
+			set, value = deny, v
+		}
+		for _, name := range strings.Fields(value) {
+			for _, call := range expandSyscalls(t, name) {
+				set[call] = true
+			}
+		}
+	}
+	if len(allow) == 0 {
+		t.Fatalf("the drop-in has no SystemCallFilter= allow list")
+	}
+	for _, call := range etcdleadSyscalls {
+		if !allow[call] || deny[call] {
+			t.Errorf("the drop-in's SystemCallFilter= refuses %s, which etcdlead needs", call)
+		}
+	}
+}
+
+// expandSyscalls is a system call, or the calls of a group and of the
+// groups it holds.
+func expandSyscalls(t *testing.T, name string) []string {
+	if !strings.HasPrefix(name, "@") {
+		return []string{name}
+	}
+	var calls []string
+	for _, line := range strings.Split(output(t, "systemd-analyze", "syscall-filter", name), "\n") {
+		f := strings.TrimSpace(line)
+		if f == "" || f == name || strings.HasPrefix(f, "#") {
+			continue
+		}
+		calls = append(calls, expandSyscalls(t, f)...)
+	}
+	return calls
 }
