@@ -305,7 +305,7 @@ func checkUnit(t *testing.T, root, etcdlead string) {
 // cgroup, or hides descendants from the keeper's walk, or slows the
 // fence's kill thread.
 var containmentUndoers = []string{"ProtectControlGroups", "RestrictNamespaces", "ProtectProc",
-	"ProcSubset", "RestrictRealtime", "PrivateUsers"}
+	"RestrictRealtime", "PrivateUsers"}
 
 // checkHardening checks the hardening drop-in the packages ship as
 // documentation: it sets none of containmentUndoers, its system call
