@@ -65,9 +65,10 @@ Source: %s
 Files: *
 Copyright: %s The etcdlead authors
 License: Apache-2.0
-Comment: etcdlead and etcdlead-keeper are static Go binaries: each also
- holds the Go standard library and the Go modules that go version -m
- lists for it, each under its own license.
+Comment: etcdlead and etcdlead-keeper are static Go binaries: they also
+ hold the Go standard library and the Go modules that go version -m lists
+ for them, each under its own license; their licenses and notices are in
+ /usr/share/doc/etcdlead/THIRD-PARTY-NOTICES.
 
 License: Apache-2.0
  Licensed under the Apache License, Version 2.0 (the "License");

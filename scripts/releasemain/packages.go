@@ -65,6 +65,8 @@ func (r *release) packages(b *bins, e *extraFiles) ([]string, error) {
 		r.pkgFile("deb", copyright, "/usr/share/doc/etcdlead/copyright", "", 0o644),
 		r.pkgFile("deb", overrides, "/usr/share/lintian/overrides/etcdlead", "", 0o644),
 		r.pkgFile("rpm", e.license, "/usr/share/licenses/etcdlead/LICENSE", files.TypeRPMLicense, 0o644),
+		r.pkgFile("deb", e.notices, "/usr/share/doc/etcdlead/"+noticesName, "", 0o644),
+		r.pkgFile("rpm", e.notices, "/usr/share/licenses/etcdlead/"+noticesName, files.TypeRPMLicense, 0o644),
 	}
 	// dpkg owns every directory its package's archive holds; rpm only the
 	// ones listed, and removes no directory it does not own.

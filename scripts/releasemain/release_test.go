@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"debug/buildinfo"
 	"debug/elf"
 	"io"
 	"os"
@@ -83,6 +84,7 @@ func TestRelease(t *testing.T) {
 		"/usr/share/doc/etcdlead/README.md":               "-rw-r--r--",
 		"/usr/share/doc/etcdlead/hardening.conf":          "-rw-r--r--",
 		"/usr/share/lintian/overrides/etcdlead":           "-rw-r--r--",
+		"/usr/share/doc/etcdlead/THIRD-PARTY-NOTICES":     "-rw-r--r--",
 	} {
 		if modes[path] != mode {
 			t.Errorf("%s: mode %q, want %q", path, modes[path], mode)
@@ -112,6 +114,8 @@ func TestRelease(t *testing.T) {
 	}
 	checkStatic(t, etcdlead)
 	checkStatic(t, filepath.Join(root, "usr/libexec/etcdlead/etcdlead-keeper"))
+	checkNotices(t, filepath.Join(root, "usr/share/doc/etcdlead/THIRD-PARTY-NOTICES"),
+		etcdlead, filepath.Join(root, "usr/libexec/etcdlead/etcdlead-keeper"))
 	if b, err := os.ReadFile(etcdlead); err != nil || !bytes.Contains(b, []byte("/usr/libexec/etcdlead")) {
 		t.Errorf("the packaged etcdlead has no keeper directory stamped in (%v)", err)
 	}
@@ -154,6 +158,39 @@ func checkStatic(t *testing.T, path string) {
 	}
 }
 
+// checkNotices checks that the notices name the Go distribution and every
+// module the binaries hold, as their build information lists them, each
+// followed by its license or copyright text.
+func checkNotices(t *testing.T, notices string, binaries ...string) {
+	t.Helper()
+	b, err := os.ReadFile(notices)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	for _, p := range binaries {
+		info, err := buildinfo.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		heads := []string{"Go " + info.GoVersion}
+		for _, d := range info.Deps {
+			if d.Replace != nil {
+				d = d.Replace
+			}
+			heads = append(heads, d.Path+" "+d.Version)
+		}
+		for _, h := range heads {
+			_, after, ok := strings.Cut(text, "\n================ "+h+" ================\n")
+			section, _, _ := strings.Cut(after, "\n================ ")
+			lower := strings.ToLower(section)
+			if !ok || !strings.Contains(lower, "license") && !strings.Contains(lower, "copyright") {
+				t.Errorf("%s: no license of %s (linked into %s)", filepath.Base(notices), h, filepath.Base(p))
+			}
+		}
+	}
+}
+
 func checkArchive(t *testing.T, path string) {
 	t.Helper()
 	f, err := os.Open(path)
@@ -184,7 +221,7 @@ func checkArchive(t *testing.T, path string) {
 		t.Errorf("archive entries are not sorted: %q", names)
 	}
 	want := []string{"etcdlead", "etcdlead-keeper", "README.md", "LICENSE", "etcdlead.1",
-		"completions/etcdlead.bash", "completions/_etcdlead"}
+		"THIRD-PARTY-NOTICES", "completions/etcdlead.bash", "completions/_etcdlead"}
 	have := strings.Join(names, "\n") + "\n"
 	for _, w := range want {
 		if !strings.Contains(have, "/"+w+"\n") {
@@ -204,6 +241,7 @@ func checkRPM(t *testing.T, path string) {
 		"-rw-r--r-- root/root /etc/etcdlead/example.env\n",
 		"-rw-r--r-- root/root /usr/share/man/man1/etcdlead.1.gz\n",
 		"-rw-r--r-- root/root /usr/share/licenses/etcdlead/LICENSE\n",
+		"-rw-r--r-- root/root /usr/share/licenses/etcdlead/THIRD-PARTY-NOTICES\n",
 		"-rw-r--r-- root/root /usr/share/zsh/site-functions/_etcdlead\n",
 	} {
 		if !strings.Contains(list, want) {
