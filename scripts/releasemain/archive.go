@@ -31,6 +31,7 @@ func (r *release) archive(b *bins, e *extraFiles) (string, error) {
 		"README.md":       e.readme,
 		"LICENSE":         e.license,
 		"etcdlead.1":      e.man,
+		noticesName:       e.notices,
 	}
 	for shell, p := range e.completions {
 		files[completionNames[shell]] = p

@@ -73,6 +73,7 @@ func (r *release) goBuild(arch, out, pkg string, x []string) error {
 // extraFiles are what archives and packages hold beside the binaries.
 type extraFiles struct {
 	readme, license, man string
+	notices              string            // the third-party licenses and notices
 	completions          map[string]string // shell → script
 }
 
@@ -97,6 +98,10 @@ func (r *release) extras(stage string, b *bins) (*extraFiles, error) {
 	}
 	dir := filepath.Join(stage, b.arch, "completions")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	e.notices = filepath.Join(stage, b.arch, noticesName)
+	if err := r.notices(e.notices, b.etcdlead, b.packaged, b.keeper); err != nil {
 		return nil, err
 	}
 	for _, shell := range []string{"bash", "zsh", "fish"} {

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,15 +54,24 @@ func run(args []string) error {
 	root := fs.String("root", "", "the etcdlead checkout (default: two directories up)")
 	out := fs.String("out", "", "output directory, cleared first (default: ROOT/dist)")
 	arch := fs.String("arch", "amd64,arm64", "comma-separated GOARCH values to build for")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: scripts/release [-arch amd64,arm64] [-out DIR] VERSION   (VERSION like v1.2.3)")
+	usage := func(w io.Writer) {
+		fs.SetOutput(w)
+		fmt.Fprintln(w, "usage: scripts/release [-arch amd64,arm64] [-out DIR] VERSION   (VERSION like v1.2.3)")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	// The flag package would print the usage to one writer for both -h and
+	// a mistake; -h is a question, answered on stdout with success.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		usage(os.Stdout)
+		return nil
+	} else if err != nil {
+		usage(os.Stderr)
 		return err
 	}
 	if fs.NArg() != 1 || !versionRE.MatchString(fs.Arg(0)) {
-		fs.Usage()
+		usage(os.Stderr)
 		return errors.New("one VERSION like v1.2.3 is needed")
 	}
 	r := &release{version: fs.Arg(0), arches: strings.Split(*arch, ",")}

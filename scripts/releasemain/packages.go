@@ -11,19 +11,22 @@ import (
 	"github.com/goreleaser/nfpm/v2/rpm"
 )
 
-// The unit and the example settings are files of this directory, so that
-// a reader finds them where the release is made; the test checks the unit
-// with systemd-analyze.
+// The unit, the example settings and the hardening drop-in are files of
+// this directory, so that a reader finds them where the release is made;
+// the test checks the unit and the drop-in with systemd-analyze.
 var (
 	//go:embed etcdlead@.service
 	unitFile []byte
 	//go:embed example.env
 	exampleEnv []byte
+	//go:embed hardening.conf
+	hardeningConf []byte
 )
 
 // reloadSystemd makes systemd see the template unit on install and forget
 // it on removal; on a machine without systemd running it does nothing.
 const reloadSystemd = `#!/bin/sh
+set -e
 if [ -d /run/systemd/system ]; then
 	systemctl daemon-reload >/dev/null 2>&1 || :
 fi
@@ -39,11 +42,16 @@ func (r *release) packages(b *bins, e *extraFiles) ([]string, error) {
 	}
 	unit := filepath.Join(stage, "etcdlead@.service")
 	env := filepath.Join(stage, "example.env")
+	hardening := filepath.Join(stage, "hardening.conf")
 	script := filepath.Join(stage, "reload-systemd.sh")
-	for p, data := range map[string][]byte{unit: unitFile, env: exampleEnv, script: []byte(reloadSystemd)} {
+	for p, data := range map[string][]byte{unit: unitFile, env: exampleEnv, hardening: hardeningConf, script: []byte(reloadSystemd)} {
 		if err := os.WriteFile(p, data, 0o644); err != nil {
 			return nil, err
 		}
+	}
+	changelog, copyright, overrides, err := r.debianFiles(stage)
+	if err != nil {
+		return nil, err
 	}
 	contents := files.Contents{
 		r.file(b.packaged, "/usr/bin/etcdlead", "", 0o755),
@@ -52,8 +60,18 @@ func (r *release) packages(b *bins, e *extraFiles) ([]string, error) {
 		r.file(env, "/etc/etcdlead/example.env", files.TypeConfigNoReplace, 0o644),
 		r.file(man, "/usr/share/man/man1/etcdlead.1.gz", "", 0o644),
 		r.file(e.readme, "/usr/share/doc/etcdlead/README.md", "", 0o644),
-		r.pkgFile("deb", e.license, "/usr/share/doc/etcdlead/copyright", "", 0o644),
+		r.file(hardening, "/usr/share/doc/etcdlead/hardening.conf", "", 0o644),
+		r.pkgFile("deb", changelog, "/usr/share/doc/etcdlead/changelog.Debian.gz", "", 0o644),
+		r.pkgFile("deb", copyright, "/usr/share/doc/etcdlead/copyright", "", 0o644),
+		r.pkgFile("deb", overrides, "/usr/share/lintian/overrides/etcdlead", "", 0o644),
 		r.pkgFile("rpm", e.license, "/usr/share/licenses/etcdlead/LICENSE", files.TypeRPMLicense, 0o644),
+		r.pkgFile("deb", e.notices, "/usr/share/doc/etcdlead/"+noticesName, "", 0o644),
+		r.pkgFile("rpm", e.notices, "/usr/share/licenses/etcdlead/"+noticesName, files.TypeRPMLicense, 0o644),
+	}
+	// dpkg owns every directory its package's archive holds; rpm only the
+	// ones listed, and removes no directory it does not own.
+	for _, dir := range []string{"/etc/etcdlead", keeperDir, "/usr/share/doc/etcdlead", "/usr/share/licenses/etcdlead"} {
+		contents = append(contents, r.pkgFile("rpm", "", dir, files.TypeDir, 0o755))
 	}
 	if p, ok := e.completions["bash"]; ok {
 		contents = append(contents, r.file(p, "/usr/share/bash-completion/completions/etcdlead", "", 0o644))
@@ -109,13 +127,13 @@ func (r *release) info(arch, script string, contents files.Contents) *nfpm.Info 
 		Arch:        arch,
 		Platform:    "linux",
 		Version:     r.version,
-		Release:     "1",
+		Release:     packageRelease,
 		Section:     "admin",
 		Priority:    "optional",
-		Maintainer:  "etcdlead maintainers <etcdlead@users.noreply.github.com>",
+		Maintainer:  maintainer,
 		Description: "runs a command only while this process leads an election in etcd\nStarted on many machines, exactly one runs the command; when that one\nstops, crashes, is cut off from etcd or loses its key, another takes over,\nand never two copies of the command run at once.",
 		Vendor:      "etcdlead",
-		Homepage:    "https://github.com/etcdlead/etcdlead",
+		Homepage:    homepage,
 		License:     "Apache-2.0",
 		MTime:       r.mtime,
 		Overridables: nfpm.Overridables{
