@@ -1,10 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -81,7 +86,13 @@ func (b *bench) measureFleet(ctx context.Context, run *fleetRun, window time.Dur
 	}
 	self0 := selfCPU()
 	t0 := time.Now()
-	if err := pause(ctx, window); err != nil {
+	stopProfiles, err := b.startProfiles(ctx, run, window)
+	if err != nil {
+		return err
+	}
+	err = pause(ctx, window)
+	stopProfiles()
+	if err != nil {
 		return err
 	}
 	after, err := scrape(ctx, b.metricsURL)
@@ -94,6 +105,53 @@ func (b *bench) measureFleet(ctx context.Context, run *fleetRun, window time.Dur
 	run.EtcdCPU = time.Duration(d.sum("process_cpu_seconds_total") * float64(time.Second))
 	run.Counts = handoffCounts(d)
 	return nil
+}
+
+// startProfiles starts, with -profile, a CPU profile of this process and
+// one of etcd over the window; the returned func ends this process's and
+// waits for etcd's.
+func (b *bench) startProfiles(ctx context.Context, run *fleetRun, window time.Duration) (func(), error) {
+	if b.cfg.profile == "" {
+		return func() {}, nil
+	}
+	if err := os.MkdirAll(b.cfg.profile, 0o755); err != nil {
+		return nil, err
+	}
+	name := fmt.Sprintf("fleet-%s-%d", cmp.Or(run.Tool, "idle"), run.Elections)
+	self, err := os.Create(filepath.Join(b.cfg.profile, name+"-candidates.pprof"))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(self); err != nil {
+		self.Close()
+		return nil, err
+	}
+	etcdDone := make(chan struct{})
+	go func() {
+		defer close(etcdDone)
+		url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(b.metricsURL, "/metrics"), int(window.Seconds()))
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.say("etcd profile: %v", err)
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(filepath.Join(b.cfg.profile, name+"-etcd.pprof"))
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		_, _ = io.Copy(f, resp.Body)
+	}()
+	return func() {
+		pprof.StopCPUProfile()
+		self.Close()
+		<-etcdDone
+	}, nil
 }
 
 // selfCPU is this process's utime+stime.

@@ -54,6 +54,9 @@ type config struct {
 	queue                                             int
 	fleetSizes                                        []int
 	fleetWindow                                       time.Duration
+	// profile, if set, is where each fleet window's CPU profiles go: this
+	// process's (the candidates') and etcd's (run with --enable-pprof).
+	profile string
 }
 
 func (c *config) want(name string) bool { return len(c.only) == 0 || c.only[name] }
@@ -97,6 +100,7 @@ func main() {
 	stepRuns := flag.Int("steps", 0, "traced graceful handoffs per tool, for the step-by-step figure (default 30; -quick 6)")
 	deletes := flag.Int("deletes", 0, "deleted-key handoffs per tool, untraced and again traced (default 12; -quick 3)")
 	fleet := flag.String("fleet", "100,1000", "election counts of the fleet figure, comma-separated")
+	flag.StringVar(&cfg.profile, "profile", "", "write CPU profiles of each fleet window (this process: the candidates; etcd, started with --enable-pprof) to this directory")
 	fleetWindow := flag.Duration("fleet-window", 0, "idle window of each fleet configuration (default 30s; -quick 5s)")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -228,7 +232,11 @@ func (b *bench) run() error {
 	mach := describeMachine(root, b.bins, b.dir, b.cfg.etcdleadBin != "")
 	busy0, total0 := cpuTimes()
 	b.env = cleanEnv()
-	if b.etcd, err = startEtcd(ctx, b.bins.etcd, b.dir, b.env); err != nil {
+	var etcdFlags []string
+	if b.cfg.profile != "" {
+		etcdFlags = append(etcdFlags, "--enable-pprof")
+	}
+	if b.etcd, err = startEtcd(ctx, b.bins.etcd, b.dir, b.env, etcdFlags...); err != nil {
 		return err
 	}
 	b.endpoint = b.etcd.endpoint
