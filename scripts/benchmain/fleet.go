@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -238,8 +237,8 @@ func (b *bench) fleetCampaign(ctx context.Context, n int, window time.Duration) 
 			stops[w.i] = hold(w.t)
 		case err := <-failed:
 			return nil, err
-		case <-time.After(60 * time.Second):
-			return nil, errors.New("fleet: leaders not all elected within 60s")
+		case <-time.After(fleetWait(n)):
+			return nil, fmt.Errorf("fleet: leaders not all elected within %v", fleetWait(n))
 		}
 	}
 	for i := range n {
@@ -248,7 +247,7 @@ func (b *bench) fleetCampaign(ctx context.Context, n int, window time.Duration) 
 		}
 	}
 	// A queue key and a sentinel per candidate.
-	if err := b.waitCount(ctx, prefix, int64(4*n), 60*time.Second); err != nil {
+	if err := b.waitCount(ctx, prefix, int64(4*n), fleetWait(n)); err != nil {
 		return nil, err
 	}
 	if err := b.measureFleet(ctx, run, window); err != nil {
@@ -333,14 +332,14 @@ func (b *bench) fleetMutex(ctx context.Context, n int, window time.Duration) (*f
 			}
 		case err := <-failed:
 			return nil, err
-		case <-time.After(60 * time.Second):
-			return nil, errors.New("fleet: locks not all held within 60s")
+		case <-time.After(fleetWait(n)):
+			return nil, fmt.Errorf("fleet: locks not all held within %v", fleetWait(n))
 		}
 	}
 	for i := n; i < 2*n; i++ {
 		lock(i)
 	}
-	if err := b.waitCount(ctx, prefix, int64(2*n), 60*time.Second); err != nil {
+	if err := b.waitCount(ctx, prefix, int64(2*n), fleetWait(n)); err != nil {
 		return nil, err
 	}
 	if err := b.measureFleet(ctx, run, window); err != nil {
@@ -354,6 +353,12 @@ func (b *bench) fleetMutex(ctx context.Context, n int, window time.Duration) (*f
 	default:
 	}
 	return run, nil
+}
+
+// fleetWait bounds each of a fleet's set-up steps: a minute, and more for
+// the largest fleets, whose candidates all start at once on two cores.
+func fleetWait(n int) time.Duration {
+	return max(time.Minute, time.Duration(n)*20*time.Millisecond)
 }
 
 // parseSizes reads a comma-separated list of positive counts.
