@@ -36,11 +36,11 @@ func (r *report) sectionTolerance(w func(string, ...any)) {
 		return
 	}
 	w("## %d. Outage tolerance\n\n", r.section("tolerance"))
-	w("How long a fault may last before an etcdlead leader fences itself, measured on a three-member etcd as for the failovers above (the leader in the bench's process, its client through one proxy per member), beside the computed tolerance T − K − m − r (`campaign.Timing.OutageTolerance`) at etcdlead's default kill timeout K and fence margin m. ")
+	w("How long a fault may last before an etcdlead leader fences itself, measured on a three-member etcd as for the failovers above (the leader in the bench's process, its client through one proxy per member), beside the computed tolerance T − K − m − r (`campaign.Timing.OutageTolerance`) at etcdlead's default kill timeout K and fence margin m; for a round trip the computed bound is T − K − m, as an answer moves the deadline to its own send time + T and helps while it comes back before the fence point. ")
 	w("An outage (every member frozen) and no raft leader (the raft leader and a follower frozen, so that the third member has no quorum) are held until the leader's fence point passes: the time from the fault's start to that point is the longest such fault it rides out, in one try. ")
 	w("A stalled follower and a stalled raft leader are each held for 2×TTL: a leader that rides that out rides out any length, as long as a quorum is healthy. ")
 	w("The round trip is searched by bisection between 0 and T, each try holding a fresh leader behind the delay for 1.5×TTL; the longest that held is shown, with the tries.\n\n")
-	w("| TTL | fault | computed T − K − m − r | measured | tries |\n|---|---|---|---|---|\n")
+	w("| TTL | fault | computed | measured | tries |\n|---|---|---|---|---|\n")
 	for _, row := range r.tolerance {
 		var m string
 		switch {
