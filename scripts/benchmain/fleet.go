@@ -20,6 +20,9 @@ import (
 	"github.com/etcdlead/etcdlead/internal/bootclock"
 )
 
+// fleetBatch is how many candidates of a fleet start at once.
+const fleetBatch = 250
+
 // fleetClients is how many etcd clients the in-process candidates of a
 // fleet share, round-robin.
 const fleetClients = 8
@@ -179,6 +182,10 @@ func (b *bench) fleetCampaign(ctx context.Context, n int, window time.Duration) 
 	}
 	wins := make(chan won, n)
 	failed := make(chan error, 2*n)
+	// At most fleetBatch leaders campaign at once, and waiters start
+	// fleetBatch at a time: etcd refuses requests ("too many requests")
+	// when its applies fall far behind its commits.
+	leaders := make(chan struct{}, fleetBatch)
 	start := func(i int, role string) error {
 		layout, err := campaign.NewLayout("fleet/", fmt.Sprintf("n%d-e%d", n, i))
 		if err != nil {
@@ -193,8 +200,14 @@ func (b *bench) fleetCampaign(ctx context.Context, n int, window time.Duration) 
 		if err != nil {
 			return err
 		}
+		if role == "l" {
+			leaders <- struct{}{}
+		}
 		wg.Go(func() {
 			t, err := c.Campaign(cctx)
+			if role == "l" {
+				<-leaders
+			}
 			switch {
 			case err == nil && role == "l":
 				wins <- won{i, t}
@@ -241,14 +254,16 @@ func (b *bench) fleetCampaign(ctx context.Context, n int, window time.Duration) 
 			return nil, fmt.Errorf("fleet: leaders not all elected within %v", fleetWait(n))
 		}
 	}
+	// A queue key and a sentinel per candidate.
 	for i := range n {
 		if err := start(i, "w"); err != nil {
 			return nil, err
 		}
-	}
-	// A queue key and a sentinel per candidate.
-	if err := b.waitCount(ctx, prefix, int64(4*n), fleetWait(n)); err != nil {
-		return nil, err
+		if started := i + 1; started%fleetBatch == 0 || started == n {
+			if err := b.waitCount(ctx, prefix, int64(2*n+2*started), fleetWait(n)); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if err := b.measureFleet(ctx, run, window); err != nil {
 		return nil, err
@@ -323,6 +338,12 @@ func (b *bench) fleetMutex(ctx context.Context, n int, window time.Duration) (*f
 	}
 	for i := range n {
 		lock(i)
+		if started := i + 1; started%fleetBatch == 0 {
+			// The holders lock fleetBatch at a time, as etcdlead's leaders.
+			if err := b.waitCount(ctx, prefix, int64(started), fleetWait(n)); err != nil {
+				return nil, err
+			}
+		}
 	}
 	for range n {
 		select {
@@ -338,9 +359,11 @@ func (b *bench) fleetMutex(ctx context.Context, n int, window time.Duration) (*f
 	}
 	for i := n; i < 2*n; i++ {
 		lock(i)
-	}
-	if err := b.waitCount(ctx, prefix, int64(2*n), fleetWait(n)); err != nil {
-		return nil, err
+		if started := i - n + 1; started%fleetBatch == 0 || started == n {
+			if err := b.waitCount(ctx, prefix, int64(n+started), fleetWait(n)); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if err := b.measureFleet(ctx, run, window); err != nil {
 		return nil, err
