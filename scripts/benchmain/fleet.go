@@ -20,8 +20,27 @@ import (
 	"github.com/etcdlead/etcdlead/internal/bootclock"
 )
 
+// holdOrFail is hold, with a term lost before its stop said on failed.
+func holdOrFail(t *campaign.Term, failed chan<- error) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := t.Lead(ctx, func(time.Duration) {}); ctx.Err() == nil {
+			select {
+			case failed <- fmt.Errorf("leader %s lost its term: %w", t.Key, err):
+			default:
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 // fleetBatch is how many candidates of a fleet start at once.
-const fleetBatch = 250
+const fleetBatch = 100
 
 // fleetClients is how many etcd clients the in-process candidates of a
 // fleet share, round-robin.
@@ -247,7 +266,7 @@ func (b *bench) fleetCampaign(ctx context.Context, n int, window time.Duration) 
 		select {
 		case w := <-wins:
 			terms[w.i] = w.t
-			stops[w.i] = hold(w.t)
+			stops[w.i] = holdOrFail(w.t, failed)
 		case err := <-failed:
 			return nil, err
 		case <-time.After(fleetWait(n)):
