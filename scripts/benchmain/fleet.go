@@ -280,7 +280,12 @@ func (b *bench) fleetCampaign(ctx context.Context, n int, window time.Duration) 
 		}
 		if started := i + 1; started%fleetBatch == 0 || started == n {
 			if err := b.waitCount(ctx, prefix, int64(2*n+2*started), fleetWait(n)); err != nil {
-				return nil, err
+				select {
+				case why := <-failed:
+					return nil, fmt.Errorf("%w; first failure: %w", err, why)
+				default:
+					return nil, err
+				}
 			}
 		}
 	}
