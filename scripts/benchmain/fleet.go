@@ -43,8 +43,13 @@ func holdOrFail(t *campaign.Term, failed chan<- error) func() {
 const fleetBatch = 100
 
 // fleetClients is how many etcd clients the in-process candidates of a
-// fleet share, round-robin.
-const fleetClients = 8
+// fleet of n elections share, round-robin: one per 125 elections, at
+// least 8. etcd answers one LeaseKeepAlive stream's renewals one at a
+// time, and each client renews over one stream, for both tools; with
+// thousands of leases on one stream the answers fall behind the cadence
+// and leases expire, where a fleet of processes has a client, and a
+// stream, per candidate.
+func fleetClients(n int) int { return max(8, n/125) }
 
 // fleetRun is one fleet configuration: n elections on one etcd, each with a
 // leader and one waiting candidate, idling through a window; with no
@@ -187,7 +192,7 @@ func selfCPU() time.Duration {
 // what etcd sees of a leader is the same.
 func (b *bench) fleetCampaign(ctx context.Context, n int, window time.Duration) (*fleetRun, error) {
 	run := &fleetRun{Tool: lead, Elections: n}
-	clis, closeClients, err := b.clients(fleetClients)
+	clis, closeClients, err := b.clients(fleetClients(n))
 	if err != nil {
 		return nil, err
 	}
@@ -306,7 +311,7 @@ func (b *bench) fleetCampaign(ctx context.Context, n int, window time.Duration) 
 // process.
 func (b *bench) fleetMutex(ctx context.Context, n int, window time.Duration) (*fleetRun, error) {
 	run := &fleetRun{Tool: ctl, Elections: n}
-	clis, closeClients, err := b.clients(fleetClients)
+	clis, closeClients, err := b.clients(fleetClients(n))
 	if err != nil {
 		return nil, err
 	}
