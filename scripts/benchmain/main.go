@@ -1,7 +1,7 @@
 // Command benchmain is scripts/bench: etcdlead and etcdctl lock side by side,
 // on one etcd, in one run. From the module root:
 //
-//	scripts/bench            # the full run (about 7 minutes on 2 cores); writes BENCHMARKS.md
+//	scripts/bench            # the full run (about 20 minutes on 2 cores); writes BENCHMARKS.md
 //	scripts/bench -quick     # fewer samples, short idle windows; prints the report
 //
 // It builds etcd, etcdctl (at the version pinned in go.mod), etcdlead (this
@@ -13,7 +13,10 @@
 // after the leader's key is deleted, crash failover after kill -9, etcd's
 // cost per handoff against the number of waiting candidates, etcd's cost of
 // many idle elections (fleet.go), and the idle footprint with its CPU per
-// renewal.
+// renewal; and, on a three-member etcd of its own (cluster.go), failovers
+// with a frozen member or a slow link and the outage tolerance (faults.go).
+// -profile DIR keeps CPU profiles of each fleet window, the candidates'
+// and etcd's.
 package main
 
 import (
