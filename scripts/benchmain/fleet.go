@@ -61,6 +61,7 @@ type fleetRun struct {
 	EtcdCPU   time.Duration      // etcd's process_cpu_seconds_total over the window
 	SelfCPU   time.Duration      // this process's CPU over the window: the candidates' side
 	Counts    map[string]float64 // handoffCounts over the window
+	Err       string             // why the fleet could not be held and measured; "" if it was
 }
 
 // perElectionPerSecond is a counter's rate per election.
@@ -92,7 +93,13 @@ func (b *bench) fleet(ctx context.Context, sizes []int, window time.Duration) ([
 			}
 			run, err := f(ctx, n, window)
 			if err != nil {
-				return nil, fmt.Errorf("fleet %s %d: %w", t.Name, n, err)
+				if ctx.Err() != nil {
+					return nil, err
+				}
+				// A fleet that cannot be held is a finding, not a broken
+				// bench: the report says why, and the other figures go on.
+				b.say("fleet: %s, %d elections FAILED: %v", t.Name, n, err)
+				run = &fleetRun{Tool: t.Key, Elections: n, Err: err.Error()}
 			}
 			runs = append(runs, run)
 		}

@@ -170,6 +170,10 @@ func (r *report) sectionFleet(w func(string, ...any)) {
 			continue
 		}
 		name := map[string]string{lead: "etcdlead (campaign)", ctl: "etcdctl lock's recipe"}[f.Tool]
+		if f.Err != "" {
+			w("| %d | %s | failed: %s | | | | | | | |\n", f.Elections, name, f.Err)
+			continue
+		}
 		perReq := "n/a"
 		if f.Counts["requests"] > 0 {
 			perReq = fmt.Sprintf("%.0f µs", f.aboveIdle(idle)/f.Counts["requests"]*f.Window.Minutes()*1e6)
@@ -184,6 +188,14 @@ func (r *report) sectionFleet(w func(string, ...any)) {
 	var sizes []int
 	for _, f := range r.fleet {
 		if f.Elections == 0 {
+			continue
+		}
+		if f.Err != "" {
+			if f.Tool == lead {
+				for _, t := range []string{"etcd CPU ≤ 3×", "requests/s per election ≤ 3.5×", "candidates' CPU ≤ 3×"} {
+					r.addTarget(fmt.Sprintf("idle elections (%d): %s etcdctl lock's", f.Elections, t), "not measured: "+f.Err, false, "etcdlead's fleet could not be held")
+				}
+			}
 			continue
 		}
 		x, seen := bySize[f.Elections]
