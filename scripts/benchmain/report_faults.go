@@ -1,7 +1,9 @@
 package main
 
 import (
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -18,9 +20,15 @@ func (r *report) sectionMemberFailovers(w func(string, ...any)) {
 	w("A frozen member is a SIGSTOP of its process (its connections stay open and silent) and a SIGCONT at the end; a slow link delays every byte by half the round trip each way, on every member's proxy. ")
 	w("The candidates run in the bench's process: etcdlead's `campaign` package, its leader counting as having lost its term when its fence point passes (where the keeper would stop the child), when it stops leading, or when its waiter wins; ")
 	w("etcdctl lock's recipe (`concurrency.Session` and `Mutex`), its leader counting as lost when its session ends (etcdctl lock then ends its command) or its waiter locks. A round counts once per tool whose leader lost.\n\n")
-	w("| fault, at TTL %s | rounds | etcdlead: failovers | etcdctl lock: failovers |\n|---|---|---|---|\n", f0.TTL)
+	w("| fault, at TTL %s | rounds | etcdlead: failovers | etcdctl lock: failovers | how the leaders lost |\n|---|---|---|---|---|\n", f0.TTL)
 	for _, row := range r.memberFailovers {
-		w("| %s for %s | %d | %d | %d |\n", row.Fault, row.Duration, row.Rounds, row.Failovers[lead], row.Failovers[ctl])
+		var how []string
+		for _, k := range []string{lead, ctl} {
+			if len(row.Why[k]) > 0 {
+				how = append(how, k+": "+strings.Join(slices.Compact(slices.Sorted(slices.Values(row.Why[k]))), ", "))
+			}
+		}
+		w("| %s for %s | %d | %d | %d | %s |\n", row.Fault, row.Duration, row.Rounds, row.Failovers[lead], row.Failovers[ctl], strings.Join(how, "; "))
 	}
 	w("\n")
 	for _, row := range r.memberFailovers {
