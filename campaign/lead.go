@@ -62,8 +62,11 @@ func (t *Term) renewLoop(ctx context.Context, onRenew func(time.Duration)) error
 	// Attempts made once it passed are bounded by r.
 	gen, endGen := context.WithCancelCause(ctx)
 	ahead := false
-	attempt := func() {
-		past := t.fence().Past(t.c.cfg.Now())
+	// now is read once per tick and once per answer: the clock is read
+	// from the kernel at every call, which at one renewal per second and
+	// term adds up over many terms in a process.
+	attempt := func(now time.Duration) {
+		past := t.fence().Past(now)
 		if past && ahead {
 			endGen(errFencePassed)
 			gen, endGen = context.WithCancelCause(ctx)
@@ -88,40 +91,43 @@ func (t *Term) renewLoop(ctx context.Context, onRenew func(time.Duration)) error
 	// resume (internal/bootclock).
 	tick := bootclock.NewTicker(r)
 	defer tick.Stop()
-	if renewAtOnce(t.fence(), t.c.cfg.Now(), r) {
-		attempt()
+	if now := t.c.cfg.Now(); renewAtOnce(t.fence(), now, r) {
+		attempt(now)
 	}
 	for {
+		var now time.Duration
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
-			attempt()
-			if since := t.c.cfg.Now() - answered; !failing && since >= 3*r {
+			now = t.c.cfg.Now()
+			attempt(now)
+			if since := now - answered; !failing && since >= 3*r {
 				t.c.log.Warn("renewal unanswered", "for", since.Round(time.Millisecond))
 				failing = true
 			}
 		case res := <-results:
+			now = t.c.cfg.Now()
 			switch err := res.err; {
 			case errors.Is(err, ErrLeaseLost):
 				t.c.log.Warn("lease lost", "key", t.Key)
 				return err
 			case err == nil:
 				succeeded = max(succeeded, res.n)
-				answered = t.c.cfg.Now()
+				answered = now
 				if failing {
 					t.c.log.Info("renewal recovered")
 					failing = false
 				}
 				if t.c.log.IsTrace() { // its arguments cost allocations at every renewal
-					t.c.log.Trace("renewed", "lease", leaseHex(t.Lease), "deadline_in", t.Deadline()-t.c.cfg.Now())
+					t.c.log.Trace("renewed", "lease", leaseHex(t.Lease), "deadline_in", t.Deadline()-now)
 				}
 			case ctx.Err() == nil && !failing && res.n > succeeded:
 				t.c.log.Warn("renewal failed", "error", err)
 				failing = true
 			}
 		}
-		if d := t.Deadline(); ctx.Err() == nil && t.keeperNeeds(d, told, r) {
+		if d := t.Deadline(); ctx.Err() == nil && t.keeperNeeds(d, told, r, now) {
 			onRenew(d)
 			told = d
 		}
@@ -135,26 +141,27 @@ var errFencePassed = errors.New("no answer before the fence point")
 // renewAtOnce is renewLoop's rule for its first attempt. A term starts
 // with a deadline already, from its last renewal while waiting or from the
 // grant, and the child's keeper has it. So the first renewal waits for the
-// cadence unless that fence's point is less than 3r ahead of now (keeperNeeds'
-// margin): renewing at once would add a request to every handoff, for a
-// fence point that needs no moving yet.
+// cadence's first tick, within r (the ticks of every term in the process
+// come together, internal/bootclock), unless that fence's point is less
+// than 3r ahead of now (keeperNeeds' margin): renewing at once would add a
+// request to every handoff, for a fence point that needs no moving yet.
 func renewAtOnce(f fence.Fence, now, r time.Duration) bool {
 	return f.SignalAt()-now < 3*r
 }
 
 // keeperNeeds is Lead's rule for handing deadline d to the keeper, which last got
-// told (0: nothing yet): when d moved on by a quarter of the outage
+// told (0: nothing yet), at boot-clock time now: when d moved on by a quarter of the outage
 // tolerance T - (K+m) - r, or when told puts the fence point less than 3r
 // ahead. The rule is asked at every tick and every answer, at most r apart,
 // so while etcd is unreachable the last deadline still reaches the keeper
 // in time and the fence fires when it would with every renewal handed
 // over; the keeper is woken a few times per outage tolerance instead of at
 // every renewal.
-func (t *Term) keeperNeeds(d, told, r time.Duration) bool {
+func (t *Term) keeperNeeds(d, told, r, now time.Duration) bool {
 	if d <= told {
 		return false
 	}
 	f := t.fenceAt(told)
 	step := max(0, t.TTL-f.KillTimeout-f.Margin-r) / 4
-	return told == 0 || d-told >= step || f.SignalAt()-t.c.cfg.Now() < 3*r
+	return told == 0 || d-told >= step || f.SignalAt()-now < 3*r
 }

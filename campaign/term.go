@@ -103,7 +103,11 @@ func (t *Term) setDeadline(d time.Duration) {
 // advance at the same rate (the fence margin m absorbs the difference),
 // send time + TTL is then at or before the expiry.
 func (t *Term) renewOnce(ctx context.Context, bound time.Duration) error {
-	start := t.c.cfg.Now()
+	o := t.c.cfg.Observer
+	var start time.Duration
+	if o != nil {
+		start = t.c.cfg.Now()
+	}
 	done := t.c.answers.begin()
 	sent, ttl, err := t.c.renewals.renew(ctx, t.Lease, bound, RenewInterval(t.TTL), t.c.cfg.Now)
 	if err == nil && ttl <= 0 {
@@ -113,7 +117,7 @@ func (t *Term) renewOnce(ctx context.Context, bound time.Duration) error {
 	if ctx.Err() != nil && context.Cause(ctx) == errFencePassed {
 		err = errFencePassed
 	}
-	if o := t.c.cfg.Observer; o != nil && (ctx.Err() == nil || err == errFencePassed) {
+	if o != nil && (ctx.Err() == nil || err == errFencePassed) {
 		o.Renewed(t.c.cfg.Now()-start, err)
 	}
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,9 +20,36 @@ import (
 	"github.com/etcdlead/etcdlead/internal/bootclock"
 )
 
+// holdOrFail is hold, with a term lost before its stop said on failed.
+func holdOrFail(t *campaign.Term, failed chan<- error) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := t.Lead(ctx, func(time.Duration) {}); ctx.Err() == nil {
+			select {
+			case failed <- fmt.Errorf("leader %s lost its term: %w", t.Key, err):
+			default:
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// fleetBatch is how many candidates of a fleet start at once.
+const fleetBatch = 100
+
 // fleetClients is how many etcd clients the in-process candidates of a
-// fleet share, round-robin.
-const fleetClients = 8
+// fleet of n elections share, round-robin: one per 125 elections, at
+// least 8. etcd answers one LeaseKeepAlive stream's renewals one at a
+// time, and each client renews over one stream, for both tools; with
+// thousands of leases on one stream the answers fall behind the cadence
+// and leases expire, where a fleet of processes has a client, and a
+// stream, per candidate.
+func fleetClients(n int) int { return max(8, n/125) }
 
 // fleetRun is one fleet configuration: n elections on one etcd, each with a
 // leader and one waiting candidate, idling through a window; with no
@@ -30,6 +61,7 @@ type fleetRun struct {
 	EtcdCPU   time.Duration      // etcd's process_cpu_seconds_total over the window
 	SelfCPU   time.Duration      // this process's CPU over the window: the candidates' side
 	Counts    map[string]float64 // handoffCounts over the window
+	Err       string             // why the fleet could not be held and measured; "" if it was
 }
 
 // perElectionPerSecond is a counter's rate per election.
@@ -61,7 +93,13 @@ func (b *bench) fleet(ctx context.Context, sizes []int, window time.Duration) ([
 			}
 			run, err := f(ctx, n, window)
 			if err != nil {
-				return nil, fmt.Errorf("fleet %s %d: %w", t.Name, n, err)
+				if ctx.Err() != nil {
+					return nil, err
+				}
+				// A fleet that cannot be held is a finding, not a broken
+				// bench: the report says why, and the other figures go on.
+				b.say("fleet: %s, %d elections FAILED: %v", t.Name, n, err)
+				run = &fleetRun{Tool: t.Key, Elections: n, Err: err.Error()}
 			}
 			runs = append(runs, run)
 		}
@@ -81,7 +119,13 @@ func (b *bench) measureFleet(ctx context.Context, run *fleetRun, window time.Dur
 	}
 	self0 := selfCPU()
 	t0 := time.Now()
-	if err := pause(ctx, window); err != nil {
+	stopProfiles, err := b.startProfiles(ctx, run, window)
+	if err != nil {
+		return err
+	}
+	err = pause(ctx, window)
+	stopProfiles()
+	if err != nil {
 		return err
 	}
 	after, err := scrape(ctx, b.metricsURL)
@@ -96,6 +140,53 @@ func (b *bench) measureFleet(ctx context.Context, run *fleetRun, window time.Dur
 	return nil
 }
 
+// startProfiles starts, with -profile, a CPU profile of this process and
+// one of etcd over the window; the returned func ends this process's and
+// waits for etcd's.
+func (b *bench) startProfiles(ctx context.Context, run *fleetRun, window time.Duration) (func(), error) {
+	if b.cfg.profile == "" {
+		return func() {}, nil
+	}
+	if err := os.MkdirAll(b.cfg.profile, 0o755); err != nil {
+		return nil, err
+	}
+	name := fmt.Sprintf("fleet-%s-%d", cmp.Or(run.Tool, "idle"), run.Elections)
+	self, err := os.Create(filepath.Join(b.cfg.profile, name+"-candidates.pprof"))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(self); err != nil {
+		self.Close()
+		return nil, err
+	}
+	etcdDone := make(chan struct{})
+	go func() {
+		defer close(etcdDone)
+		url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(b.metricsURL, "/metrics"), int(window.Seconds()))
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.say("etcd profile: %v", err)
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(filepath.Join(b.cfg.profile, name+"-etcd.pprof"))
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		_, _ = io.Copy(f, resp.Body)
+	}()
+	return func() {
+		pprof.StopCPUProfile()
+		self.Close()
+		<-etcdDone
+	}, nil
+}
+
 // selfCPU is this process's utime+stime.
 func selfCPU() time.Duration {
 	return time.Duration(readProc(os.Getpid()).ticks) * time.Second / clkTck
@@ -108,7 +199,7 @@ func selfCPU() time.Duration {
 // what etcd sees of a leader is the same.
 func (b *bench) fleetCampaign(ctx context.Context, n int, window time.Duration) (*fleetRun, error) {
 	run := &fleetRun{Tool: lead, Elections: n}
-	clis, closeClients, err := b.clients(fleetClients)
+	clis, closeClients, err := b.clients(fleetClients(n))
 	if err != nil {
 		return nil, err
 	}
@@ -122,6 +213,10 @@ func (b *bench) fleetCampaign(ctx context.Context, n int, window time.Duration) 
 	}
 	wins := make(chan won, n)
 	failed := make(chan error, 2*n)
+	// At most fleetBatch leaders campaign at once, and waiters start
+	// fleetBatch at a time: etcd refuses requests ("too many requests")
+	// when its applies fall far behind its commits.
+	leaders := make(chan struct{}, fleetBatch)
 	start := func(i int, role string) error {
 		layout, err := campaign.NewLayout("fleet/", fmt.Sprintf("n%d-e%d", n, i))
 		if err != nil {
@@ -136,8 +231,14 @@ func (b *bench) fleetCampaign(ctx context.Context, n int, window time.Duration) 
 		if err != nil {
 			return err
 		}
+		if role == "l" {
+			leaders <- struct{}{}
+		}
 		wg.Go(func() {
 			t, err := c.Campaign(cctx)
+			if role == "l" {
+				<-leaders
+			}
 			switch {
 			case err == nil && role == "l":
 				wins <- won{i, t}
@@ -177,21 +278,28 @@ func (b *bench) fleetCampaign(ctx context.Context, n int, window time.Duration) 
 		select {
 		case w := <-wins:
 			terms[w.i] = w.t
-			stops[w.i] = hold(w.t)
+			stops[w.i] = holdOrFail(w.t, failed)
 		case err := <-failed:
 			return nil, err
-		case <-time.After(60 * time.Second):
-			return nil, errors.New("fleet: leaders not all elected within 60s")
+		case <-time.After(fleetWait(n)):
+			return nil, fmt.Errorf("fleet: leaders not all elected within %v", fleetWait(n))
 		}
 	}
+	// A queue key and a sentinel per candidate.
 	for i := range n {
 		if err := start(i, "w"); err != nil {
 			return nil, err
 		}
-	}
-	// A queue key and a sentinel per candidate.
-	if err := b.waitCount(ctx, prefix, int64(4*n), 60*time.Second); err != nil {
-		return nil, err
+		if started := i + 1; started%fleetBatch == 0 || started == n {
+			if err := b.waitCount(ctx, prefix, int64(2*n+2*started), fleetWait(n)); err != nil {
+				select {
+				case why := <-failed:
+					return nil, fmt.Errorf("%w; first failure: %w", err, why)
+				default:
+					return nil, err
+				}
+			}
+		}
 	}
 	if err := b.measureFleet(ctx, run, window); err != nil {
 		return nil, err
@@ -210,7 +318,7 @@ func (b *bench) fleetCampaign(ctx context.Context, n int, window time.Duration) 
 // process.
 func (b *bench) fleetMutex(ctx context.Context, n int, window time.Duration) (*fleetRun, error) {
 	run := &fleetRun{Tool: ctl, Elections: n}
-	clis, closeClients, err := b.clients(fleetClients)
+	clis, closeClients, err := b.clients(fleetClients(n))
 	if err != nil {
 		return nil, err
 	}
@@ -266,6 +374,12 @@ func (b *bench) fleetMutex(ctx context.Context, n int, window time.Duration) (*f
 	}
 	for i := range n {
 		lock(i)
+		if started := i + 1; started%fleetBatch == 0 {
+			// The holders lock fleetBatch at a time, as etcdlead's leaders.
+			if err := b.waitCount(ctx, prefix, int64(started), fleetWait(n)); err != nil {
+				return nil, err
+			}
+		}
 	}
 	for range n {
 		select {
@@ -275,15 +389,17 @@ func (b *bench) fleetMutex(ctx context.Context, n int, window time.Duration) (*f
 			}
 		case err := <-failed:
 			return nil, err
-		case <-time.After(60 * time.Second):
-			return nil, errors.New("fleet: locks not all held within 60s")
+		case <-time.After(fleetWait(n)):
+			return nil, fmt.Errorf("fleet: locks not all held within %v", fleetWait(n))
 		}
 	}
 	for i := n; i < 2*n; i++ {
 		lock(i)
-	}
-	if err := b.waitCount(ctx, prefix, int64(2*n), 60*time.Second); err != nil {
-		return nil, err
+		if started := i - n + 1; started%fleetBatch == 0 || started == n {
+			if err := b.waitCount(ctx, prefix, int64(n+started), fleetWait(n)); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if err := b.measureFleet(ctx, run, window); err != nil {
 		return nil, err
@@ -296,6 +412,12 @@ func (b *bench) fleetMutex(ctx context.Context, n int, window time.Duration) (*f
 	default:
 	}
 	return run, nil
+}
+
+// fleetWait bounds each of a fleet's set-up steps: a minute, and more for
+// the largest fleets, whose candidates all start at once on two cores.
+func fleetWait(n int) time.Duration {
+	return max(time.Minute, time.Duration(n)*20*time.Millisecond)
 }
 
 // parseSizes reads a comma-separated list of positive counts.

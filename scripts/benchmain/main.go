@@ -1,7 +1,7 @@
 // Command benchmain is scripts/bench: etcdlead and etcdctl lock side by side,
 // on one etcd, in one run. From the module root:
 //
-//	scripts/bench            # the full run (about 7 minutes on 2 cores); writes BENCHMARKS.md
+//	scripts/bench            # the full run (about 20 minutes on 2 cores); writes BENCHMARKS.md
 //	scripts/bench -quick     # fewer samples, short idle windows; prints the report
 //
 // It builds etcd, etcdctl (at the version pinned in go.mod), etcdlead (this
@@ -13,7 +13,10 @@
 // after the leader's key is deleted, crash failover after kill -9, etcd's
 // cost per handoff against the number of waiting candidates, etcd's cost of
 // many idle elections (fleet.go), and the idle footprint with its CPU per
-// renewal.
+// renewal; and, on a three-member etcd of its own (cluster.go), failovers
+// with a frozen member or a slow link and the outage tolerance (faults.go).
+// -profile DIR keeps CPU profiles of each fleet window, the candidates'
+// and etcd's.
 package main
 
 import (
@@ -30,6 +33,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdlead/etcdlead/campaign"
 	"github.com/etcdlead/etcdlead/internal/trace"
 )
 
@@ -54,6 +58,13 @@ type config struct {
 	queue                                             int
 	fleetSizes                                        []int
 	fleetWindow                                       time.Duration
+	// profile, if set, is where each fleet window's CPU profiles go: this
+	// process's (the candidates') and etcd's (run with --enable-pprof).
+	profile string
+	// rounds: rounds per fault of the member-fault failovers.
+	rounds int
+	// bisections: tries of the round-trip search of the tolerance table.
+	bisections int
 }
 
 func (c *config) want(name string) bool { return len(c.only) == 0 || c.only[name] }
@@ -86,7 +97,7 @@ func main() {
 	flag.StringVar(&cfg.etcdleadBin, "etcdlead", "", "use this etcdlead binary instead of building the checkout (to compare a change)")
 	flag.StringVar(&cfg.against, "against", "", "A/B of two etcdlead binaries: this one (its keeper beside it) stands in for etcdctl lock; needs -out and -only among ttfc,handoff,deleted,failover")
 	flag.StringVar(&cfg.againstContainment, "against-containment", "", "with -against: run it with this --containment (auto, cgroup, process-group), to measure what a containment costs")
-	flag.StringVar(&only, "only", "", "comma-separated subset of ttfc,handoff,steps,deleted,failover,cost,fleet,idle")
+	flag.StringVar(&only, "only", "", "comma-separated subset of ttfc,handoff,steps,deleted,failover,cost,fleet,idle,failovers,tolerance (failovers: with a frozen member and a slow link, on a 3-member cluster)")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the work directory (binaries, logs, etcd data)")
 	flag.StringVar(&cfg.dataDir, "dir", "", "parent of the work directory, which holds etcd's data (default: the system temp dir, unless that is tmpfs)")
 	flag.Uint64Var(&cfg.seed, "seed", 0, "seed for the random kill times (0: from the clock)")
@@ -96,7 +107,9 @@ func main() {
 	flag.IntVar(&cfg.queue, "queue", 3, "candidates per election in the handoff figure: the leader and queue-1 waiting")
 	stepRuns := flag.Int("steps", 0, "traced graceful handoffs per tool, for the step-by-step figure (default 30; -quick 6)")
 	deletes := flag.Int("deletes", 0, "deleted-key handoffs per tool, untraced and again traced (default 12; -quick 3)")
-	fleet := flag.String("fleet", "100,1000", "election counts of the fleet figure, comma-separated")
+	fleet := flag.String("fleet", "1000,10000", "election counts of the fleet figure, comma-separated")
+	rounds := flag.Int("rounds", 0, "rounds per fault of the failovers with a frozen member or a slow link (default 10; -quick 3)")
+	flag.StringVar(&cfg.profile, "profile", "", "write CPU profiles of each fleet window (this process: the candidates; etcd, started with --enable-pprof) to this directory")
 	fleetWindow := flag.Duration("fleet-window", 0, "idle window of each fleet configuration (default 30s; -quick 5s)")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -130,11 +143,13 @@ func main() {
 		cfg.procWaiters, cfg.inprocWaiters = []int{5, 50}, []int{5, 50, 500}
 		cfg.idleWindow, cfg.idleTTLs = 10*time.Second, []int{15, 2}
 		cfg.stepRuns, cfg.deleteRuns, cfg.fleetWindow = 6, 3, 5*time.Second
+		cfg.rounds, cfg.bisections = 3, 3
 	} else {
 		cfg.ttfcRuns, cfg.handoffRuns, cfg.failoverRuns, cfg.costHandoffs = 25, 60, 12, 6
 		cfg.procWaiters, cfg.inprocWaiters = []int{5, 50}, []int{5, 50, 500}
 		cfg.idleWindow, cfg.idleTTLs = 60*time.Second, []int{15, 2}
 		cfg.stepRuns, cfg.deleteRuns, cfg.fleetWindow = 30, 12, 30*time.Second
+		cfg.rounds, cfg.bisections = 10, 4
 	}
 	if *fleetWindow > 0 {
 		cfg.fleetWindow = *fleetWindow
@@ -149,7 +164,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench: unset "+trace.Var+": the bench sets it itself, for its traced pass only")
 		os.Exit(2)
 	}
-	for _, o := range []struct{ flag, dst *int }{{handoffs, &cfg.handoffRuns}, {starts, &cfg.ttfcRuns}, {failovers, &cfg.failoverRuns}, {stepRuns, &cfg.stepRuns}, {deletes, &cfg.deleteRuns}} {
+	for _, o := range []struct{ flag, dst *int }{{handoffs, &cfg.handoffRuns}, {starts, &cfg.ttfcRuns}, {failovers, &cfg.failoverRuns}, {stepRuns, &cfg.stepRuns}, {deletes, &cfg.deleteRuns}, {rounds, &cfg.rounds}} {
 		if *o.flag > 0 {
 			*o.dst = *o.flag
 		}
@@ -228,7 +243,11 @@ func (b *bench) run() error {
 	mach := describeMachine(root, b.bins, b.dir, b.cfg.etcdleadBin != "")
 	busy0, total0 := cpuTimes()
 	b.env = cleanEnv()
-	if b.etcd, err = startEtcd(ctx, b.bins.etcd, b.dir, b.env); err != nil {
+	var etcdFlags []string
+	if b.cfg.profile != "" {
+		etcdFlags = append(etcdFlags, "--enable-pprof")
+	}
+	if b.etcd, err = startEtcd(ctx, b.bins.etcd, b.dir, b.env, etcdFlags...); err != nil {
 		return err
 	}
 	b.endpoint = b.etcd.endpoint
@@ -344,6 +363,18 @@ func (b *bench) run() error {
 	if b.cfg.want("fleet") && len(b.cfg.fleetSizes) > 0 {
 		if r.fleet, err = b.fleet(ctx, b.cfg.fleetSizes, b.cfg.fleetWindow); err != nil {
 			return fmt.Errorf("fleet: %w", err)
+		}
+	}
+	if b.cfg.want("failovers") {
+		b.say("failovers with a frozen member or a slow link: %d rounds per fault, 3-member cluster, TTL 2s", b.cfg.rounds)
+		if r.memberFailovers, err = b.memberFailovers(ctx, b.cfg.rounds); err != nil {
+			return fmt.Errorf("failovers: %w", err)
+		}
+	}
+	if b.cfg.want("tolerance") {
+		b.say("outage tolerance: 3-member cluster, TTL 2s and 15s")
+		if r.tolerance, err = b.tolerance(ctx, []time.Duration{2 * time.Second, campaign.DefaultTTL}, b.cfg.bisections); err != nil {
+			return fmt.Errorf("tolerance: %w", err)
 		}
 	}
 	if b.cfg.want("idle") {

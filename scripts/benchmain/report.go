@@ -33,8 +33,11 @@ type report struct {
 	steps     *stepsResult
 	deleted   *deletedResult
 	fleet     []*fleetRun
-	targets   []targetLine
-	sec       map[string]int // section numbers by figure, as written
+	// memberFailovers and tolerance: the member faults (faults.go).
+	memberFailovers []*failoverRow
+	tolerance       []*toleranceRow
+	targets         []targetLine
+	sec             map[string]int // section numbers by figure, as written
 }
 
 // section numbers the next section and remembers it under name, for the
@@ -72,6 +75,8 @@ func (r *report) markdown() string {
 	r.sectionFirstChild(w)
 	r.sectionCost(w)
 	r.sectionFleet(w)
+	r.sectionMemberFailovers(w)
+	r.sectionTolerance(w)
 	r.sectionFootprint(w)
 
 	var s strings.Builder

@@ -106,16 +106,16 @@ type etcdProc struct {
 
 // startEtcd starts one member with its data on disk: no --unsafe-no-fsync,
 // so every commit is fsynced as in production.
-func startEtcd(ctx context.Context, bin, dir string, env []string) (*etcdProc, error) {
+func startEtcd(ctx context.Context, bin, dir string, env []string, extra ...string) (*etcdProc, error) {
 	for attempt := 1; ; attempt++ {
-		p, err := tryStartEtcd(ctx, bin, dir, env, attempt)
+		p, err := tryStartEtcd(ctx, bin, dir, env, attempt, extra)
 		if err == nil || attempt == 3 || ctx.Err() != nil {
 			return p, err
 		}
 	}
 }
 
-func tryStartEtcd(ctx context.Context, bin, dir string, env []string, attempt int) (*etcdProc, error) {
+func tryStartEtcd(ctx context.Context, bin, dir string, env []string, attempt int, extra []string) (*etcdProc, error) {
 	cport, err := freePort()
 	if err != nil {
 		return nil, err
@@ -146,6 +146,7 @@ func tryStartEtcd(ctx context.Context, bin, dir string, env []string, attempt in
 		"--initial-cluster", "bench="+peer,
 		"--initial-cluster-state", "new",
 		"--log-level", "error")
+	p.cmd.Args = append(p.cmd.Args, extra...)
 	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

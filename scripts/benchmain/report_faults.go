@@ -1,0 +1,65 @@
+package main
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// sectionMemberFailovers writes the failovers per rounds with a frozen
+// member or a slow link (faults.go).
+func (r *report) sectionMemberFailovers(w func(string, ...any)) {
+	if len(r.memberFailovers) == 0 {
+		return
+	}
+	f0 := r.memberFailovers[0]
+	w("## %d. Failovers with a frozen member or a slow link\n\n", r.section("failovers"))
+	w("A three-member etcd on loopback, each member's data on disk; every candidate has a client of its own with all three members' endpoints, each through a TCP proxy (`internal/testsupport/faultproxy`). ")
+	w("In each round, a fresh election per tool, a leader and one waiting candidate each, both tools at once, at TTL %s; then the fault for %s (3×TTL), then %s to settle. ", f0.TTL, f0.Duration, f0.TTL)
+	w("A frozen member is a SIGSTOP of its process (its connections stay open and silent) and a SIGCONT at the end; a slow link delays every byte by half the round trip each way, on every member's proxy. ")
+	w("The candidates run in the bench's process: etcdlead's `campaign` package, its leader counting as having lost its term when its fence point passes (where the keeper would stop the child), when it stops leading, or when its waiter wins; ")
+	w("etcdctl lock's recipe (`concurrency.Session` and `Mutex`), its leader counting as lost when its session ends (etcdctl lock then ends its command) or its waiter locks. A round counts once per tool whose leader lost.\n\n")
+	w("| fault, at TTL %s | rounds | etcdlead: failovers | etcdctl lock: failovers | how the leaders lost |\n|---|---|---|---|---|\n", f0.TTL)
+	for _, row := range r.memberFailovers {
+		var how []string
+		for _, k := range []string{lead, ctl} {
+			if len(row.Why[k]) > 0 {
+				how = append(how, k+": "+strings.Join(slices.Compact(slices.Sorted(slices.Values(row.Why[k]))), ", "))
+			}
+		}
+		w("| %s for %s | %d | %d | %d | %s |\n", row.Fault, row.Duration, row.Rounds, row.Failovers[lead], row.Failovers[ctl], strings.Join(how, "; "))
+	}
+	w("\n")
+	for _, row := range r.memberFailovers {
+		if row.Fault == "a follower member frozen (SIGSTOP)" {
+			r.addTarget("a frozen follower costs no leader its term (TTL 2 s)", strconv.Itoa(row.Failovers[lead])+" failovers in "+strconv.Itoa(row.Rounds)+" rounds", row.Failovers[lead] == 0, "see the section on failovers with a frozen member")
+		}
+	}
+}
+
+// sectionTolerance writes the outage tolerance table (faults.go).
+func (r *report) sectionTolerance(w func(string, ...any)) {
+	if len(r.tolerance) == 0 {
+		return
+	}
+	w("## %d. Outage tolerance\n\n", r.section("tolerance"))
+	w("How long a fault may last before an etcdlead leader fences itself, measured on a three-member etcd as for the failovers above (the leader in the bench's process, its client through one proxy per member), beside the computed tolerance T − K − m − r (`campaign.Timing.OutageTolerance`) at etcdlead's default kill timeout K and fence margin m; for a round trip the computed bound is T − K − m, as an answer moves the deadline to its own send time + T and helps while it comes back before the fence point. ")
+	w("An outage (every member frozen) and no raft leader (the raft leader and a follower frozen, so that the third member has no quorum) are held until the leader's fence point passes: the time from the fault's start to that point is the longest such fault it rides out, in one try. ")
+	w("A stalled follower and a stalled raft leader are each held for 2×TTL: a leader that rides that out rides out any length, as long as a quorum is healthy. ")
+	w("The round trip is searched by bisection between 0 and T, each try holding a fresh leader behind the delay for 1.5×TTL; the longest that held is shown, with the tries.\n\n")
+	w("| TTL | fault | computed | measured | tries |\n|---|---|---|---|---|\n")
+	for _, row := range r.tolerance {
+		var m string
+		switch {
+		case row.Fenced:
+			m = "fenced " + row.Measured.Round(10*time.Millisecond).String() + " after the fault began"
+		case row.Tries != "":
+			m = "held up to " + row.Measured.String()
+		default:
+			m = "held through " + row.Measured.String() + " (no fence)"
+		}
+		w("| %s | %s | %s | %s | %s |\n", row.TTL, row.Fault, row.Computed, m, row.Tries)
+	}
+	w("\n")
+}
