@@ -141,10 +141,9 @@ var errFencePassed = errors.New("no answer before the fence point")
 // renewAtOnce is renewLoop's rule for its first attempt. A term starts
 // with a deadline already, from its last renewal while waiting or from the
 // grant, and the child's keeper has it. So the first renewal waits for the
-// cadence's first tick, within r (the ticks of every term in the process
-// come together, internal/bootclock), unless that fence's point is less
-// than 3r ahead of now (keeperNeeds' margin): renewing at once would add a
-// request to every handoff, for a fence point that needs no moving yet.
+// cadence unless that fence's point is less than 3r ahead of now (keeperNeeds'
+// margin): renewing at once would add a request to every handoff, for a
+// fence point that needs no moving yet.
 func renewAtOnce(f fence.Fence, now, r time.Duration) bool {
 	return f.SignalAt()-now < 3*r
 }

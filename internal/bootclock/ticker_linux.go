@@ -12,34 +12,13 @@ import (
 //
 // On the boot clock, a tick that fell due during a suspend comes at the
 // resume, as the lease's own time ran on in etcd meanwhile.
-//
-// The Tickers of one period share one timerfd and one reader: a process
-// that leads many elections (one per term) would otherwise be woken once
-// per term and period, by a timer each, where one wake-up serves them all,
-// and the renewals they start leave together, in fewer writes. So the
-// first tick of a Ticker comes within one period of NewTicker, not exactly
-// one period after it; the period between ticks is d.
 type Ticker struct {
 	C    <-chan time.Time
-	c    chan time.Time
 	d    time.Duration
-	s    *shared      // nil with t
+	tm   *Timer       // nil with t
 	t    *time.Ticker // where the kernel gives no timerfd the poller can wait on
-	once sync.Once
-}
-
-// shared is the one timer of every live Ticker of period d.
-type shared struct {
-	d    time.Duration
-	tm   *Timer
 	stop chan struct{}
-	subs map[*Ticker]struct{} // guarded by tickers.mu
-}
-
-// tickers holds the shared timers by period, while a Ticker uses them.
-var tickers struct {
-	mu       sync.Mutex
-	byPeriod map[time.Duration]*shared
+	once sync.Once
 }
 
 // NewTicker starts a Ticker of period d > 0; Stop ends it.
@@ -48,48 +27,19 @@ func NewTicker(d time.Duration) *Ticker {
 		panic("bootclock: NewTicker with a period that is not positive")
 	}
 	c := make(chan time.Time, 1)
-	t := &Ticker{C: c, c: c, d: d}
-	tickers.mu.Lock()
-	defer tickers.mu.Unlock()
-	s := tickers.byPeriod[d]
-	if s == nil {
-		var err error
-		if s, err = newShared(d); err != nil {
-			gt := time.NewTicker(d)
-			return &Ticker{C: gt.C, d: d, t: gt}
+	t := &Ticker{C: c, d: d, stop: make(chan struct{})}
+	tm, err := NewTimer(func() { send(c, time.Now()) }, func() { t.onGoTimer(c) })
+	if err == nil {
+		if err = tm.Every(d); err != nil {
+			tm.Close()
 		}
-		if tickers.byPeriod == nil {
-			tickers.byPeriod = map[time.Duration]*shared{}
-		}
-		tickers.byPeriod[d] = s
 	}
-	s.subs[t] = struct{}{}
-	t.s = s
-	return t
-}
-
-// newShared opens the timer of period d; the caller holds tickers.mu.
-func newShared(d time.Duration) (*shared, error) {
-	s := &shared{d: d, stop: make(chan struct{}), subs: map[*Ticker]struct{}{}}
-	tm, err := NewTimer(func() { s.tick(time.Now()) }, s.onGoTimer)
 	if err != nil {
-		return nil, err
+		gt := time.NewTicker(d)
+		return &Ticker{C: gt.C, d: d, t: gt}
 	}
-	if err := tm.Every(d); err != nil {
-		tm.Close()
-		return nil, err
-	}
-	s.tm = tm
-	return s, nil
-}
-
-// tick hands now to every Ticker of s.
-func (s *shared) tick(now time.Time) {
-	tickers.mu.Lock()
-	defer tickers.mu.Unlock()
-	for t := range s.subs {
-		send(t.c, now)
-	}
+	t.tm = tm
+	return t
 }
 
 // send drops a tick that finds c full, as a time.Ticker does.
@@ -100,42 +50,31 @@ func send(c chan<- time.Time, now time.Time) {
 	}
 }
 
-// onGoTimer keeps the ticks coming from a Go timer until the last Ticker
-// of s stops, once the timer could not be read: the cadence must not
-// simply stop, or its readers (leaders' renewals) would wait for ever.
-func (s *shared) onGoTimer() {
-	tk := time.NewTicker(s.d)
+// onGoTimer keeps the ticks coming from a Go timer until Stop, once the
+// timer could not be read: the cadence must not simply stop, or its
+// reader (a leader's renewals) would wait for ever.
+func (t *Ticker) onGoTimer(c chan<- time.Time) {
+	tk := time.NewTicker(t.d)
 	defer tk.Stop()
 	for {
 		select {
-		case <-s.stop:
+		case <-t.stop:
 			return
 		case now := <-tk.C:
-			s.tick(now)
+			send(c, now)
 		}
 	}
 }
 
 // Stop ends the ticks; a tick under way as it is called may still arrive.
-// It may be called more than once. The shared timer closes with the last
-// Ticker of its period.
+// It may be called more than once.
 func (t *Ticker) Stop() {
 	if t.t != nil {
 		t.t.Stop()
 		return
 	}
 	t.once.Do(func() {
-		s := t.s
-		tickers.mu.Lock()
-		delete(s.subs, t)
-		last := len(s.subs) == 0
-		if last {
-			delete(tickers.byPeriod, s.d)
-		}
-		tickers.mu.Unlock()
-		if last {
-			close(s.stop)
-			s.tm.Close()
-		}
+		close(t.stop)
+		t.tm.Close()
 	})
 }

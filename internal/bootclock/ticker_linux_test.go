@@ -1,7 +1,6 @@
 package bootclock
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,11 +25,10 @@ func awaitTicks(t *testing.T, c <-chan time.Time, n int) {
 // closes it.
 func TestTickerIsABootClockTimerfd(t *testing.T) {
 	tk := NewTicker(5 * time.Millisecond)
-	if tk.s == nil {
+	if tk.tm == nil {
 		t.Fatal("the ticker fell back to a Go timer: no timerfd")
 	}
-	tm := tk.s.tm
-	rc, err := tm.f.SyscallConn() // unlike Fd, leaves the file non-blocking
+	rc, err := tk.tm.f.SyscallConn() // unlike Fd, leaves the file non-blocking
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +47,7 @@ func TestTickerIsABootClockTimerfd(t *testing.T) {
 	awaitTicks(t, tk.C, 3)
 	tk.Stop()
 	tk.Stop()
-	if _, err := tm.f.Read(make([]byte, 8)); err == nil {
+	if _, err := tk.tm.f.Read(make([]byte, 8)); err == nil {
 		t.Fatal("the timerfd is still open after Stop")
 	}
 }
@@ -67,12 +65,10 @@ func TestTickerGoesOnAfterAFailedRead(t *testing.T) {
 	}
 	c := make(chan time.Time, 1)
 	tm := &Timer{fd: -1, f: f}
-	tk := &Ticker{C: c, c: c, d: 5 * time.Millisecond}
-	s := &shared{d: tk.d, tm: tm, stop: make(chan struct{}), subs: map[*Ticker]struct{}{tk: {}}}
-	tk.s = s
+	tk := &Ticker{C: c, d: 5 * time.Millisecond, tm: tm, stop: make(chan struct{})}
 	done := make(chan struct{})
 	go func() {
-		tm.read(func() { s.tick(time.Now()) }, s.onGoTimer)
+		tm.read(func() { send(c, time.Now()) }, func() { tk.onGoTimer(c) })
 		close(done)
 	}()
 	awaitTicks(t, tk.C, 3)
@@ -82,38 +78,4 @@ func TestTickerGoesOnAfterAFailedRead(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the ticks went on after Stop")
 	}
-}
-
-// Tickers of one period share one timerfd, which closes with the last of
-// them, and each still gets every tick; a Ticker of another period has a
-// timerfd of its own.
-func TestTickersOfAPeriodShareOneTimer(t *testing.T) {
-	const d = 7 * time.Millisecond
-	a, b := NewTicker(d), NewTicker(d)
-	other := NewTicker(d + time.Millisecond)
-	defer other.Stop()
-	if a.s == nil || a.s != b.s {
-		t.Fatal("two tickers of one period do not share their timer")
-	}
-	if other.s == a.s {
-		t.Fatal("tickers of two periods share a timer")
-	}
-	awaitTicks(t, a.C, 3)
-	awaitTicks(t, b.C, 3)
-	tm := a.s.tm
-	a.Stop()
-	awaitTicks(t, b.C, 2) // the other's ticks go on
-	if _, err := tm.f.Read(make([]byte, 8)); errors.Is(err, os.ErrClosed) {
-		t.Fatal("the shared timer closed while a ticker still used it")
-	}
-	b.Stop()
-	if _, err := tm.f.Read(make([]byte, 8)); !errors.Is(err, os.ErrClosed) {
-		t.Fatalf("after the last ticker stopped, a read of the shared timer said %v, want it closed", err)
-	}
-	c := NewTicker(d)
-	defer c.Stop()
-	if c.s == nil || c.s.tm == tm {
-		t.Fatal("a ticker made after the last one stopped did not get a fresh timer")
-	}
-	awaitTicks(t, c.C, 2)
 }
