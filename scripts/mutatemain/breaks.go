@@ -273,8 +273,8 @@ var breaks = []breakage{
 	{
 		name: "keeper told the deadline as it moves", file: "campaign/lead.go",
 		why: "after its first renewal the leader never hands its keeper a new deadline, so the fence fires while the term holds",
-		old: "\treturn told == 0 || d-told >= step || f.SignalAt()-t.c.cfg.Now() < 3*r\n",
-		new: "\treturn told == 0 || false && (d-told >= step || f.SignalAt()-t.c.cfg.Now() < 3*r)\n",
+		old: "\treturn told == 0 || d-told >= step || f.SignalAt()-now < 3*r\n",
+		new: "\treturn told == 0 || false && (d-told >= step || f.SignalAt()-now < 3*r)\n",
 		pkg: "./campaign", tests: "^TestRenewals$",
 	},
 	{
