@@ -29,7 +29,7 @@ func TestHostileInputLeavesNothing(t *testing.T) {
 		code  int
 		wants []string
 	}{
-		{[]string{"--endpoints=", "--", "true"}, 125, []string{`--endpoints "" has an empty entry`, "use host:port"}},
+		{[]string{"--endpoints=", "--", "true"}, 125, []string{"--endpoints is empty", "give host:port", "leave --endpoints out"}},
 		{[]string{"--endpoints=127.0.0.1:2379,", "--", "true"}, 125, []string{"has an empty entry"}},
 		{[]string{"--endpoints=localhost", "--", "true"}, 125, []string{`"localhost" is not host:port`, "use e.g. 127.0.0.1:2379"}},
 		{[]string{"--endpoints=:2379", "--", "true"}, 125, []string{"is not host:port"}},
