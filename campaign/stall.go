@@ -109,7 +109,7 @@ func (s *termStream) Close() error {
 
 // replace puts a new stream in g's place, unless g was replaced already
 // or the stream is closed, and closes g.
-func (s *termStream) replace(g *streamGen) {
+func (s *termStream) replace(g *streamGen, after time.Duration) {
 	s.mu.Lock()
 	if s.closed || s.cur != g {
 		s.mu.Unlock()
@@ -121,7 +121,7 @@ func (s *termStream) replace(g *streamGen) {
 	s.cur = s.open(slices.Clone(s.avoid))
 	avoid := slices.Clone(s.avoid)
 	s.mu.Unlock()
-	s.log.Warn("watch stream answered nothing; watching on another member", "after", stallBound(s.ttl), "avoid", avoid)
+	s.log.Warn("watch stream answered nothing; watching on another member", "after", after, "avoid", avoid)
 	close(g.gone)
 	g.cancel()
 	// Closing ends every watch on g, and its probe; it is not waited for,
@@ -169,8 +169,22 @@ func (s *termStream) progressEvery() time.Duration {
 // renewal interval r, the same judgement a renewal stream is held to
 // (renewals, "A quiet stream"). An answer needs no raft round, only the
 // member itself. A healthy stream judged stalled costs one new stream and
-// the replays of its watches, nothing more.
+// the replays of its watches, nothing more. It is where the bound starts:
+// the monitor doubles it for each stream in a row that answers nothing,
+// and sets it to twice the time the last answer took, so that a slow link,
+// whose answers come late but come, settles on a stream instead of
+// replacing one after another.
 func stallBound(ttl time.Duration) time.Duration { return RenewInterval(ttl) }
+
+// nextBound is the bound after a stream answered (took, its answer's
+// time) or not (took < 0): see stallBound. It never exceeds T/2, the time
+// a handoff may take.
+func nextBound(ttl, bound, took time.Duration) time.Duration {
+	if took < 0 {
+		return min(2*bound, ttl/2)
+	}
+	return min(max(stallBound(ttl), 2*took), ttl/2)
+}
 
 // monitor asks after the stream until ctx ends, and replaces it when it
 // stalls. It keeps a probe watch of its own on the stream, on the term's
@@ -209,7 +223,7 @@ func (s *termStream) monitor(ctx context.Context) {
 			drain(probe)
 			rev, ended := s.ask(ctx, g, probe, bound)
 			confirmed = max(confirmed, rev)
-			s.judge(ctx, g, rev > 0, ended)
+			bound = s.judge(ctx, g, rev > 0, ended, bound, time.Since(last))
 			if ended {
 				probe = nil
 				sleep(ctx, bound)
@@ -218,7 +232,7 @@ func (s *termStream) monitor(ctx context.Context) {
 		}
 		last = time.Now()
 		rev, ended := heard(ctx, probe, bound)
-		s.judge(ctx, g, rev > 0, ended)
+		bound = s.judge(ctx, g, rev > 0, ended, bound, time.Since(last))
 		if ended {
 			// Not in a tight loop on a member that refuses streams (one
 			// without a raft leader refuses them at once).
@@ -260,15 +274,18 @@ func (s *termStream) needless(confirmed int64) bool {
 	return s.waits.Load() == 0 && k > 0 && k <= confirmed
 }
 
-// judge acts on what a stream said within the bound: nothing at all, and
-// it is replaced.
-func (s *termStream) judge(ctx context.Context, g *streamGen, answered, ended bool) {
+// judge acts on what a stream said within bound, after took: nothing at
+// all, and it is replaced. It returns the bound for the next question.
+func (s *termStream) judge(ctx context.Context, g *streamGen, answered, ended bool, bound, took time.Duration) time.Duration {
 	switch {
 	case answered:
 		s.answered()
+		return nextBound(s.ttl, bound, took)
 	case !ended && ctx.Err() == nil:
-		s.replace(g)
+		s.replace(g, bound)
+		return nextBound(s.ttl, bound, -1)
 	}
+	return bound
 }
 
 // ask sends progress requests on g until the probe hears an answer or
