@@ -46,7 +46,7 @@ func TestHostileInputLeavesNothing(t *testing.T) {
 		{[]string{"--election=a\x01b", "--", "true"}, 125, []string{"unprintable characters", "use letters, digits"}},
 		{[]string{"--election=x.lease", "--", "true"}, 125, []string{`--election "x.lease" ends in ".lease", which etcdlead reserves`, "use e.g. --election x-lease"}},
 		{[]string{"--election=x.resign", "--", "true"}, 125, []string{`ends in ".resign"`, "--election x-resign"}},
-		{[]string{"--prefix=", "--", "true"}, 125, []string{"--prefix is empty", "use e.g. --prefix etcdlead/"}},
+		{[]string{"--prefix=", "--", "true"}, 125, []string{"--prefix is empty", "give a key prefix", "leave --prefix out to use etcdlead/"}},
 		{[]string{"--prefix=a//b", "--", "true"}, 125, []string{`--prefix "a//b/" has an empty segment`}},
 		{[]string{"--prefix=a b/", "--", "true"}, 125, []string{"has whitespace or unprintable characters"}},
 		{[]string{"--prefix=a\nb/", "--", "true"}, 125, []string{"has whitespace or unprintable characters"}},
