@@ -327,3 +327,49 @@ func TestFirstRenewal(t *testing.T) {
 		}
 	}
 }
+
+// answerInTerm answers as etcd does, with the header's raft term.
+func (f *fakeStream) answerInTerm(t *testing.T, lease clientv3.LeaseID, ttl int64, term uint64) {
+	t.Helper()
+	select {
+	case f.answers <- &pb.LeaseKeepAliveResponse{ID: int64(lease), TTL: ttl, Header: &pb.ResponseHeader{RaftTerm: term}}:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the receiver took no answer")
+	}
+}
+
+// A renewal in flight while etcd elected a new raft leader is not credited:
+// its answer names a later term than was known when it was sent, and a
+// follower may have had it renewed by the old leader alone, in a lease
+// state the new leader never sees (the old leader frozen, then awake for a
+// moment). One sent once the new term is known is credited again.
+func TestRenewalAcrossLeaderChangeNotCredited(t *testing.T) {
+	f := newFakeStream()
+	r, _ := withFake(f)
+	defer f.close(errors.New("test over"))
+	var clock atomic.Int64
+	now := func() time.Duration { return time.Duration(clock.Load()) }
+	const L = clientv3.LeaseID(0x10)
+
+	clock.Store(int64(1 * time.Second))
+	first := renewAsync(r, context.Background(), L, time.Hour, never, now)
+	f.awaitSend(t, L)
+	f.answerInTerm(t, L, 10, 5)
+	if res := awaitRenew(t, first); res.err != nil || res.at != time.Second {
+		t.Fatalf("first renewal = %+v, want credited at 1s", res)
+	}
+
+	clock.Store(int64(2 * time.Second))
+	across := renewAsync(r, context.Background(), L, time.Hour, never, now)
+	f.awaitSend(t, L)
+	// etcd elects a new leader meanwhile; the answer names its term. The
+	// renewal is sent again at once, in the new term, and that send is
+	// the one credited.
+	clock.Store(int64(2500 * time.Millisecond))
+	f.answerInTerm(t, L, 10, 6)
+	f.awaitSend(t, L)
+	f.answerInTerm(t, L, 10, 6)
+	if res := awaitRenew(t, across); res.err != nil || res.at != 2500*time.Millisecond {
+		t.Fatalf("renewal sent in term 5 and answered in term 6 = %+v, want it sent again and credited at 2.5s, not 2s", res)
+	}
+}
