@@ -69,15 +69,6 @@ type renewals struct {
 	// revision at the member that answered, which the term's watch stream
 	// is held to (termStream.needless).
 	rev atomic.Int64
-	// term is the highest raft term an answer's header named. An answer
-	// that names a later term than the one known when its renewal was
-	// sent is not credited: etcd forwards a renewal that reaches a
-	// follower to the leader that follower knows, over a path that does
-	// not check that leader still leads (server/lease/leasehttp), so a
-	// raft leader that was frozen and wakes up may renew the lease in its
-	// own stale state, which the new leader never hears of. A renewal
-	// sent once the new term is known goes to the new leader.
-	term atomic.Uint64
 
 	mu   sync.Mutex
 	cur  *keepAliveStream   // where sends go: nil until opened, and once it failed
@@ -101,7 +92,6 @@ type keepAliveStream struct {
 
 type renewalSend struct {
 	lease clientv3.LeaseID
-	term  uint64        // the highest raft term known when it was written
 	at    time.Duration // boot-clock time, taken before the write
 	// wall is when it was written, on the monotonic clock, for telling a
 	// quiet stream: a judgement of health, not of the deadline.
@@ -199,7 +189,7 @@ func (r *renewals) send(ctx context.Context, lease clientv3.LeaseID, quiet time.
 		ka.mu.Unlock()
 		return nil, nil, err
 	}
-	s.term, s.at, s.wall = r.term.Load(), now(), time.Now()
+	s.at, s.wall = now(), time.Now()
 	ka.pending = append(ka.pending, s)
 	ka.waiting++
 	ka.mu.Unlock()
@@ -323,11 +313,8 @@ func (r *renewals) receive(ka *keepAliveStream) {
 			r.drop(ka, rpctypes.Error(err))
 			return
 		}
-		var term uint64
 		if resp.Header != nil {
 			r.seen(resp.Header.Revision)
-			term = resp.Header.RaftTerm
-			r.seenTerm(term)
 		}
 		ka.mu.Lock()
 		i := slices.IndexFunc(ka.pending, func(s *renewalSend) bool { return int64(s.lease) == resp.ID })
@@ -338,11 +325,7 @@ func (r *renewals) receive(ka *keepAliveStream) {
 			ka.heard = time.Now()
 		}
 		ka.mu.Unlock()
-		switch {
-		case s == nil:
-		case s.term != 0 && term > s.term:
-			s.done <- renewalAnswer{err: errTermChanged}
-		default:
+		if s != nil {
 			s.done <- renewalAnswer{ttl: resp.TTL}
 		}
 	}
@@ -357,20 +340,6 @@ func (r *renewals) seen(rev int64) {
 		}
 	}
 }
-
-// seenTerm records that etcd's raft term is at least term.
-func (r *renewals) seenTerm(term uint64) {
-	for {
-		old := r.term.Load()
-		if term <= old || r.term.CompareAndSwap(old, term) {
-			return
-		}
-	}
-}
-
-// errTermChanged is the answer to a renewal that was in flight while etcd
-// elected a new raft leader: it may have been made by the old one only.
-var errTermChanged = errors.New("renewal answered across a raft leader change: not counted")
 
 // drop ends ka, if it has not ended yet, and answers its pending sends
 // with err; the next renewal opens a new stream.
