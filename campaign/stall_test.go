@@ -61,18 +61,26 @@ func frozenWaiter(t *testing.T) (*fixture, *campaign.Term, <-chan result, *clien
 		}
 	}
 	fb.next(b, newest(t, fb.cli, fb.l))
-	if cluster.RaftLeader(t) == frozen {
-		cluster.MoveLeader(t, (frozen+1)%3)
+	return fb, a, b, freezeFollower(t, cluster, frozen)
+}
+
+// freezeFollower freezes member i, moving the raft leadership off it first
+// so that the cluster keeps serving at once (a stalled stream, not an etcd
+// election), thaws it at cleanup, and returns a client of the two others.
+func freezeFollower(t *testing.T, cluster *etcdtest.Cluster, i int) *clientv3.Client {
+	t.Helper()
+	if cluster.RaftLeader(t) == i {
+		cluster.MoveLeader(t, (i+1)%3)
 	}
-	cluster.Member(frozen).Freeze(t)
-	t.Cleanup(func() { cluster.Member(frozen).Thaw(t) })
+	cluster.Member(i).Freeze(t)
+	t.Cleanup(func() { cluster.Member(i).Thaw(t) })
 	var others []string
-	for i, m := range cluster.Members() {
-		if i != frozen {
+	for j, m := range cluster.Members() {
+		if j != i {
 			others = append(others, m.ClientAddr())
 		}
 	}
-	return fb, a, b, etcdtest.NewClient(t, others...)
+	return etcdtest.NewClient(t, others...)
 }
 
 // A waiter whose watch stream is on a frozen member still wakes when the
@@ -185,18 +193,7 @@ func TestLeaderGuardNoticesDeleteOnFrozenStream(t *testing.T) {
 			frozen = i
 		}
 	}
-	if cluster.RaftLeader(t) == frozen {
-		cluster.MoveLeader(t, (frozen+1)%3)
-	}
-	cluster.Member(frozen).Freeze(t)
-	t.Cleanup(func() { cluster.Member(frozen).Thaw(t) })
-	var others []string
-	for i, m := range cluster.Members() {
-		if i != frozen {
-			others = append(others, m.ClientAddr())
-		}
-	}
-	cli := etcdtest.NewClient(t, others...)
+	cli := freezeFollower(t, cluster, frozen)
 	start := time.Now()
 	if _, err := cli.Delete(t.Context(), a.Key); err != nil {
 		t.Fatal(err)
