@@ -39,6 +39,8 @@ func (e *env) inContainer(t *testing.T, name string, flags, command []string) (*
 	return c, pid
 }
 
+// needRoot fails the test under CI, which runs as root, and skips it
+// elsewhere, unless it runs as root.
 func needRoot(t *testing.T, what string) {
 	t.Helper()
 	if os.Geteuid() == 0 {

@@ -34,12 +34,7 @@ func TestReleaseModule(t *testing.T) {
 // It needs root, for the namespace and the cgroups: under CI, which has
 // it, its absence fails the test.
 func TestHardeningDropInKeepsContainment(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("not root: the sandbox needs a mount namespace and the cgroups need root")
-		}
-		t.Skip("not root: the sandbox needs a mount namespace")
-	}
+	needRoot(t, "the sandbox's mount namespace, and the cgroups,")
 	for _, tool := range []string{"unshare", "setpriv"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s (util-linux) is missing: %v", tool, err)
