@@ -13,7 +13,6 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/peer"
 )
 
 // renewPause is the first pause before an attempt sends again on a fresh
@@ -292,11 +291,8 @@ func (r *renewals) openOn(ctx context.Context, avoid []string) (*keepAliveStream
 			cancel(err)
 			return nil, err
 		}
-		ka := &keepAliveStream{stream: stream, cancel: cancel}
-		if p, ok := peer.FromContext(stream.Context()); ok && p.Addr != nil {
-			ka.member = p.Addr.String()
-		}
-		if picks > 1 && ka.member != "" && slices.Contains(avoid, ka.member) {
+		ka := &keepAliveStream{stream: stream, cancel: cancel, member: memberOf(stream.Context())}
+		if repick(ka.member, avoid, picks) {
 			cancel(errRetired)
 			continue
 		}

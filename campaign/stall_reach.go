@@ -31,11 +31,8 @@ func (p *pickingClient) Watch(ctx context.Context, opts ...grpc.CallOption) (pb.
 			cancel()
 			return nil, err
 		}
-		var member string
-		if pr, ok := peer.FromContext(stream.Context()); ok && pr.Addr != nil {
-			member = pr.Addr.String()
-		}
-		if picks > 1 && member != "" && slices.Contains(p.avoid, member) {
+		member := memberOf(stream.Context())
+		if repick(member, p.avoid, picks) {
 			cancel()
 			continue
 		}
@@ -47,6 +44,22 @@ func (p *pickingClient) Watch(ctx context.Context, opts ...grpc.CallOption) (pb.
 		p.mu.Unlock()
 		return stream, nil
 	}
+}
+
+// memberOf is the address of the member a stream, by its context, is on;
+// "" where unknown.
+func memberOf(ctx context.Context) string {
+	if pr, ok := peer.FromContext(ctx); ok && pr.Addr != nil {
+		return pr.Addr.String()
+	}
+	return ""
+}
+
+// repick says that a stream just opened on member should be given up for
+// another pick of the balancer: it is on a member avoid names, and this
+// was not the last of the picks.
+func repick(member string, avoid []string, picks int) bool {
+	return picks > 1 && member != "" && slices.Contains(avoid, member)
 }
 
 // member is the address of the member the last stream opened is on, ""
