@@ -328,14 +328,7 @@ func (r *renewals) receive(ka *keepAliveStream) {
 }
 
 // seen records that etcd's revision is at least rev.
-func (r *renewals) seen(rev int64) {
-	for {
-		old := r.rev.Load()
-		if rev <= old || r.rev.CompareAndSwap(old, rev) {
-			return
-		}
-	}
-}
+func (r *renewals) seen(rev int64) { raise(&r.rev, rev) }
 
 // drop ends ka, if it has not ended yet, and answers its pending sends
 // with err; the next renewal opens a new stream.

@@ -80,10 +80,14 @@ func (t *Term) fenceAt(d time.Duration) fence.Fence {
 
 // setDeadline moves the deadline to d if d is later: answers that arrive
 // out of turn never move it back.
-func (t *Term) setDeadline(d time.Duration) {
+func (t *Term) setDeadline(d time.Duration) { raise(&t.dl, int64(d)) }
+
+// raise sets a to v if v is greater: a value that only moves forward,
+// whatever order concurrent writers come in.
+func raise(a *atomic.Int64, v int64) {
 	for {
-		old := t.dl.Load()
-		if int64(d) <= old || t.dl.CompareAndSwap(old, int64(d)) {
+		old := a.Load()
+		if v <= old || a.CompareAndSwap(old, v) {
 			return
 		}
 	}
