@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -71,6 +72,9 @@ type Campaigner struct {
 	log      hclog.Logger
 	answers  reachability
 	renewals *renewals // shared by every Campaigner on cfg.Client
+	// sitOutUntil is the boot-clock time before which Campaign does not
+	// campaign, set when a term ends early (Term.endedEarly); 0: none.
+	sitOutUntil atomic.Int64
 }
 
 // New checks cfg and returns a Campaigner.
@@ -120,6 +124,9 @@ func (c *Campaigner) holders() int { return max(1, c.cfg.Holders) }
 // another term is ahead gives an error wrapping ErrNotLeader, or
 // ErrUnreachable when etcd did not answer the last request.
 func (c *Campaigner) Campaign(ctx context.Context) (*Term, error) {
+	if err := c.sitOut(ctx); err != nil {
+		return nil, err
+	}
 	t, err := c.grant(ctx)
 	if err != nil {
 		return nil, err
@@ -174,6 +181,35 @@ func (c *Campaigner) Campaign(ctx context.Context) (*Term, error) {
 		c.log.Info("elected", "key", t.Key, "rev", t.Rev)
 	}
 	return t, nil
+}
+
+// sitOut waits until a TTL has passed since a term of this candidate lost
+// its keys or its lease before its deadline (Term.endedEarly). Such an end
+// says that something ended leases early: an operator, or an etcd raft
+// leader that was frozen and, as it resumed, revoked the leases it last
+// knew of although a newer raft leader had renewed them since
+// (docs/design.md, "What stays bounded"). The same sweep may have ended
+// the election's leader's lease while its child still runs, as it may
+// until that leader's deadline, at most a TTL after the sweep. A
+// candidate that campaigned again at once could find no term ahead and
+// start beside that child. A context that ends first gives an error
+// wrapping ErrNotLeader: another term may still lead.
+func (c *Campaigner) sitOut(ctx context.Context) error {
+	left := time.Duration(c.sitOutUntil.Load()) - c.cfg.Now()
+	if left <= 0 {
+		return nil
+	}
+	c.log.Info("a term's lease or keys ended before its deadline; campaigning again once a TTL has passed since", "in", left.Round(time.Millisecond))
+	// On the monotonic clock, which stops in a suspend while the boot
+	// clock does not: a suspend can only lengthen the wait.
+	wait := time.NewTimer(left)
+	defer wait.Stop()
+	select {
+	case <-wait.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: a term's lease ended before its deadline, and a TTL had not passed since", ErrNotLeader)
+	}
 }
 
 // grant is step 1 of docs/design.md, "One term, step by step": a fresh lease

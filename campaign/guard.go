@@ -36,7 +36,7 @@ type owned struct {
 // notice (termStream), at the latest guardEvery(T) + r after it began.
 func (t *Term) guardKeys(keys []owned, resign bool, from int64) {
 	g := keyGuard{t, keys, resign}
-	t.guards.Go(func() { t.lose(g.watch(from)) })
+	t.guards.Go(func() { t.lost(g.watch(from)) })
 }
 
 // keyGuard is one guardKeys: the keys it watches and how each must stay.

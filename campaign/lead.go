@@ -28,7 +28,9 @@ import (
 func (t *Term) Lead(ctx context.Context, onRenew func(deadline time.Duration)) error {
 	ctx, cancel := t.bound(ctx)
 	defer cancel(nil)
-	cancel(t.renewLoop(ctx, onRenew))
+	err := t.renewLoop(ctx, onRenew)
+	t.endedEarly(err)
+	cancel(err)
 	return context.Cause(ctx)
 }
 

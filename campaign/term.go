@@ -43,6 +43,27 @@ type Term struct {
 	SlotRev int64
 }
 
+// lost ends the term for err, noting first whether it ended early.
+func (t *Term) lost(err error) {
+	t.endedEarly(err)
+	t.lose(err)
+}
+
+// endedEarly notes, for Campaigner.sitOut, a term whose keys were deleted
+// or replaced, or whose lease was found gone, while its deadline was still
+// ahead: etcd cannot have expired that lease, so something ended it early.
+func (t *Term) endedEarly(err error) {
+	if t.revoked.Load() {
+		return // its own revoke, which deletes its keys
+	}
+	if !errors.Is(err, ErrKeyDeleted) && !errors.Is(err, ErrKeyReplaced) && !errors.Is(err, ErrLeaseLost) {
+		return
+	}
+	if now := t.c.cfg.Now(); t.Deadline() > now {
+		raise(&t.c.sitOutUntil, int64(now+t.TTL))
+	}
+}
+
 // errRevoked ends a term's context when the term itself ends it.
 var errRevoked = errors.New("term revoked")
 
@@ -151,7 +172,7 @@ func (t *Term) renewWhileWaiting(ctx context.Context) {
 		if err := t.renewOnce(ctx, every); err != nil {
 			if errors.Is(err, ErrLeaseLost) || Permanent(err) {
 				t.c.log.Warn("lease lost while waiting", "key", t.Key)
-				t.lose(err)
+				t.lost(err)
 				return
 			}
 			if ctx.Err() == nil {

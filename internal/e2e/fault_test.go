@@ -253,3 +253,29 @@ func TestCompactedWatchRevisions(t *testing.T) {
 	c2.out.waitFor(t, "c2", "ready", 0)
 	stopAll(t, e, c2)
 }
+
+// Leases ended early, the leader's and a waiter's at once, while the
+// leader's supervisor is frozen: as an etcd raft leader that was frozen
+// itself revokes them when it resumes, although another member renewed
+// them (docs/design.md, "What stays bounded"). The leader's child runs on
+// until its keeper's fence, up to a TTL later. The waiter, whose own lease
+// went early too, must not campaign again until a TTL has passed: it would
+// find no term ahead and start beside that child (its probe would say
+// OVERLAP and never "ready").
+func TestEarlyLeaseEndSitsOutTheTTL(t *testing.T) {
+	cluster, e, _, c1, c2 := leaderPair(t, fast)
+	cli := cluster.Client(t)
+	_, l1 := leaseOf(t, cli, e.prefix, "c1")
+	_, l2 := leaseOf(t, cli, e.prefix, "c2")
+	c1.signal(t, syscall.SIGSTOP)
+	for _, l := range []clientv3.LeaseID{l1, l2} {
+		if _, err := cli.Revoke(ctxT(t), l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c2.log.waitFor(t, "c2", "campaigning again once a TTL has passed", 0)
+	c1.log.waitFor(t, "c1", "fence: lease deadline near", 0)
+	c2.out.waitFor(t, "c2", "ready", 0)
+	c1.signal(t, syscall.SIGCONT)
+	stopAll(t, e, c1, c2)
+}
