@@ -292,10 +292,14 @@ func (c *chaos) inject(f fault, target *chaosCand) {
 	}
 	f.do(c, target)
 	c.history[len(c.history)-1].end = time.Now()
-	// A candidate that ended without being told to is a finding.
+	// A candidate that ended without being told to is a finding. One whose
+	// probe found the lock held (its code, passed on) is an overlap, which
+	// finish judges with the journal.
 	for _, x := range c.cands {
 		if !x.cur.running() {
-			c.t.Errorf("chaos: %s exited on its own with %d", x.name, x.cur.code)
+			if x.cur.code != probeOverlap {
+				c.t.Errorf("chaos: %s exited on its own with %d", x.name, x.cur.code)
+			}
 			c.start(x)
 		}
 	}
@@ -514,12 +518,7 @@ func (c *chaos) finish() {
 		}
 		fences += len(p.log.matching("fence: lease deadline near"))
 	}
-	overlaps := 0
-	for _, l := range c.e.journalLines(c.t) { // reports each OVERLAP as an error
-		if strings.HasPrefix(l, "OVERLAP") {
-			overlaps++
-		}
-	}
+	overlaps, bounded := c.overlaps(procs)
 	gap, cause := c.longestGap(procs)
 	ended := c.termsEnded(procs)
 	kinds := make([]string, 0, len(c.faults))
@@ -535,6 +534,7 @@ func (c *chaos) finish() {
 	fmt.Fprintf(&b, "  leader changes                         %d\n", len(starts))
 	fmt.Fprintf(&b, "  fence firings                          %d\n", fences)
 	fmt.Fprintf(&b, "  overlaps                               %d\n", overlaps)
+	fmt.Fprintf(&b, "  bounded overlaps (etcd's resumed leader) %d\n", bounded)
 	fmt.Fprintf(&b, "  orphans                                %d\n", len(c.orphans))
 	fmt.Fprintf(&b, "  longest time without a leader          %s (after: %s)\n", gap.Round(time.Millisecond), cause)
 	c.t.Log(b.String())
@@ -542,6 +542,85 @@ func (c *chaos) finish() {
 		c.t.Errorf("chaos: orphan: %s", o)
 	}
 	c.checkSchedule(len(starts), fences, gap)
+}
+
+// probeOverlap is the probe's exit code when it finds the lock held.
+const probeOverlap = 99
+
+// staleSweepBound is how long after an etcd raft leader member resumes a
+// child may still start beside an old one, as the bounded case allows:
+// the member's sweep revokes within its expiry loop's period, and the old
+// leader stops its child one watch event plus K after (K = 0.5s at the
+// chaos TTL), with a second for scheduling on a busy machine.
+const staleSweepBound = 2 * time.Second
+
+// overlaps judges every OVERLAP of the probes' journal: each is an error,
+// unless it is the bounded case of docs/design.md ("What stays bounded")
+// of an etcd raft leader member that resumes after a pause longer than the
+// TTL and revokes leases a newer raft leader renewed. That case is told by
+// its shape: the overlapping child started within staleSweepBound of the
+// end of a raft leader freeze that lasted at least a TTL, after another
+// candidate lost its term to a deleted key while its child ran, and that
+// child was gone within the old leader's stop (one watch event plus K,
+// and the same second of slack). bounded counts those.
+func (c *chaos) overlaps(procs []*candidate) (all, bounded int) {
+	lines, raw := c.e.journalRead(c.t)
+	for _, l := range lines {
+		if strings.HasPrefix(l, "ERROR") {
+			c.t.Errorf("chaos: the probe's journal says %q\n%s", l, raw)
+		}
+		if !strings.HasPrefix(l, "OVERLAP") {
+			continue
+		}
+		all++
+		if why, ok := c.staleSweep(procs, l); ok {
+			bounded++
+			c.t.Logf("chaos: %q is the bounded case of an etcd raft leader that resumed: %s", l, why)
+			continue
+		}
+		c.t.Errorf("two children at once: journal says %q\n%s", l, raw)
+	}
+	return all, bounded
+}
+
+// staleSweep tells whether the OVERLAP line l has the shape overlaps
+// describes, and says why.
+func (c *chaos) staleSweep(procs []*candidate, l string) (string, bool) {
+	pid := ""
+	for _, f := range strings.Fields(l) {
+		if v, ok := strings.CutPrefix(f, "pid="); ok {
+			pid = v
+		}
+	}
+	var started time.Time
+	for _, p := range procs {
+		if m := p.log.matching("child started: pid=" + pid + " "); len(m) > 0 {
+			started = m[0].at
+		}
+	}
+	if pid == "" || started.IsZero() {
+		return "", false
+	}
+	for _, h := range c.history {
+		if h.kind != "freeze etcd raft leader" || h.end.IsZero() || h.end.Sub(h.at) < chaosTTL ||
+			started.Before(h.end) || started.Sub(h.end) > staleSweepBound {
+			continue
+		}
+		for _, p := range procs {
+			for _, lost := range p.log.matching(`leadership lost; child stopping: reason="key deleted"`) {
+				if lost.at.Before(h.end) || lost.at.After(started) {
+					continue
+				}
+				for _, x := range p.log.matching("child exited") {
+					if !x.at.Before(lost.at) && x.at.Sub(lost.at) <= 500*time.Millisecond+time.Second {
+						return fmt.Sprintf("the raft leader's freeze ended %s before, another term's keys went %s after that, and its child was gone %s later",
+							started.Sub(h.end).Round(time.Millisecond), lost.at.Sub(h.end).Round(time.Millisecond), x.at.Sub(lost.at).Round(time.Millisecond)), true
+					}
+				}
+			}
+		}
+	}
+	return "", false
 }
 
 // checkSchedule holds the run to what its schedule must have made happen:

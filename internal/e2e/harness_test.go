@@ -441,20 +441,26 @@ func waitGoneBy(t *testing.T, pid int, by time.Time) {
 	}
 }
 
-// journal returns the probe journal's lines; an OVERLAP line fails the test.
+// journalLines returns the probe journal's lines; an OVERLAP line fails the test.
 func (e *env) journalLines(t *testing.T) []string {
+	t.Helper()
+	ls, raw := e.journalRead(t)
+	for _, l := range ls {
+		if strings.HasPrefix(l, "OVERLAP") || strings.HasPrefix(l, "ERROR") {
+			t.Errorf("two children at once: journal says %q\n%s", l, raw)
+		}
+	}
+	return ls
+}
+
+// journalRead returns the probe journal's lines, and the whole of it.
+func (e *env) journalRead(t *testing.T) ([]string, string) {
 	t.Helper()
 	b, err := os.ReadFile(e.journal)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		t.Fatal(err)
 	}
-	ls := strings.Split(strings.TrimSpace(string(b)), "\n")
-	for _, l := range ls {
-		if strings.HasPrefix(l, "OVERLAP") || strings.HasPrefix(l, "ERROR") {
-			t.Errorf("two children at once: journal says %q\n%s", l, b)
-		}
-	}
-	return ls
+	return strings.Split(strings.TrimSpace(string(b)), "\n"), string(b)
 }
 
 func ctxT(t *testing.T) context.Context {
