@@ -26,6 +26,20 @@ var breaks = []breakage{
 		pkg: "./internal/e2e", tests: "^TestHoldAtLeastKeepsLateCopyOut$",
 	},
 	{
+		name: "sit out after an early end", file: "campaign/campaign.go",
+		why: "a candidate whose lease went before its deadline campaigns again at once, beside a leader whose lease went in the same sweep",
+		old: "\tif err := c.sitOut(ctx); err != nil {\n",
+		new: "\tif err := error(nil); err != nil {\n",
+		pkg: "./campaign", tests: "^TestEarlyEndSitsOutTheTTL$",
+	},
+	{
+		name: "sit out after an early end (e2e)", file: "campaign/campaign.go",
+		why: "the same, through the binary, with the leader frozen",
+		old: "\tif err := c.sitOut(ctx); err != nil {\n",
+		new: "\tif err := error(nil); err != nil {\n",
+		pkg: "./internal/e2e", tests: "^TestEarlyLeaseEndSitsOutTheTTL$",
+	},
+	{
 		name: "barrier: older sentinels", file: "campaign/barrier.go",
 		why: "the start read ignores older terms' sentinels: only queue keys are waited for",
 		old: "\tv.ss, v.terms = v.nearest(l.ValidSentinel, sentinels)",
