@@ -234,6 +234,7 @@ func (c *Campaigner) grant(ctx context.Context) (*Term, error) {
 	}
 	t.ctx, t.lose = context.WithCancelCause(context.Background())
 	t.dl.Store(int64(sent + t.TTL))
+	t.sentAt.Store(int64(sent))
 	return t, nil
 }
 

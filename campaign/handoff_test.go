@@ -12,34 +12,49 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
+	"github.com/etcdlead/etcdlead/campaign"
+	"github.com/etcdlead/etcdlead/internal/bootclock"
 	"github.com/etcdlead/etcdlead/internal/testsupport/etcdtest"
 )
 
 // wire records what a client sends etcd while it is on: each unary
-// request by method, and each message on a stream by the stream's method.
+// request by method, and each message on a stream by the stream's method,
+// with the boot-clock time it was recorded at.
 type wire struct {
 	mu   sync.Mutex
 	on   bool
 	sent []string
+	// at is when each of sent was recorded: a unary request as it goes
+	// out, a stream's message once it went out (so never before the time
+	// its sender read for it).
+	at []time.Duration
 }
 
 func (w *wire) add(what string) {
+	at := bootclock.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.on {
 		w.sent = append(w.sent, what)
+		w.at = append(w.at, at)
 	}
 }
 
 // record turns recording on or off and returns what was recorded since
 // the last call.
 func (w *wire) record(on bool) []string {
+	sent, _ := w.recordAt(on)
+	return sent
+}
+
+// recordAt is record, with the time each message was recorded at.
+func (w *wire) recordAt(on bool) ([]string, []time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.on = on
-	sent := w.sent
-	w.sent = nil
-	return sent
+	sent, at := w.sent, w.at
+	w.sent, w.at = nil, nil
+	return sent, at
 }
 
 // await waits until n recorded messages contain s.
@@ -111,8 +126,12 @@ func wiredClient(t *testing.T, c *etcdtest.Cluster, w *wire) *clientv3.Client {
 // and the cancel of its wait's watch, which shares the term's stream with
 // its guard (campaign/stall.go: one progress request asks after both). The
 // old leader cancels no watch (its guard closes its stream), and the new
-// leader's first renewal comes at its cadence, not at once: it holds a
-// deadline from its last renewal as a waiter.
+// leader renews no sooner and no more often than its cadence demands: r
+// after its last credited send as a waiter (here its grant: waiters renew
+// every T/3), then every r (campaign/lead.go, firstRenewal). It holds a
+// deadline from that send, so a handoff within r of it adds no renewal;
+// one later adds the renewal that keeps the term's room for a round trip
+// from its start.
 func TestHandoffRequests(t *testing.T) {
 	t.Parallel()
 	cluster := etcdtest.Start(t, etcdtest.Options{})
@@ -142,6 +161,12 @@ func TestHandoffRequests(t *testing.T) {
 	newWire.record(true)
 	a.Revoke()
 	bt := fb.await(b)
+	// The new leader's last credited send, read before Lead can credit
+	// another: its deadline less the TTL, which etcd answers to every grant
+	// and renewal of the lease.
+	r := campaign.RenewInterval(bt.TTL)
+	due := bt.Deadline() - bt.TTL + r
+	leading := bootclock.Now()
 	// As the runner does: the child starts, and the term is held.
 	bctx, bstop := context.WithCancel(t.Context())
 	bheld := make(chan error, 1)
@@ -149,18 +174,41 @@ func TestHandoffRequests(t *testing.T) {
 	time.Sleep(quiet) // anything the handoff sets off arrives by now
 	bstop()
 	<-bheld
+	ended := bootclock.Now() // no renewal outlives Lead
 	// Progress requests come at the term stream's cadence, whether a
 	// handoff falls between two or not.
 	progress := func(m string) bool { return strings.Contains(m, "progress_request") }
 	if got := slices.DeleteFunc(oldWire.record(false), progress); !slices.Equal(got, []string{"/etcdserverpb.Lease/LeaseRevoke"}) {
 		t.Errorf("the old leader sent %q in the handoff, want only its revoke", got)
 	}
-	got := slices.DeleteFunc(newWire.record(false), progress)
-	for i, m := range got {
-		// Which watch id, the order of creation on the stream says.
-		if j := strings.Index(m, "cancel_request"); j >= 0 {
-			got[i] = m[:j+len("cancel_request")]
+	sent, at := newWire.recordAt(false)
+	var got []string
+	var renewed []time.Duration
+	for i, m := range sent {
+		switch {
+		case progress(m):
+		case strings.HasPrefix(m, "/etcdserverpb.Lease/LeaseKeepAlive "):
+			renewed = append(renewed, at[i])
+		case strings.Contains(m, "cancel_request"):
+			// Which watch id, the order of creation on the stream says.
+			got = append(got, m[:strings.Index(m, "cancel_request")+len("cancel_request")])
+		default:
+			got = append(got, m)
 		}
+	}
+	for _, s := range renewed {
+		if s < due {
+			t.Errorf("the new leader renewed %s before its cadence demanded, r = %s after its last credited send", due-s, r)
+		}
+	}
+	// The cadence allows a renewal at due, or as Lead starts if that is
+	// later, and one every r after it.
+	allowed := 0
+	if first := max(due, leading); ended >= first {
+		allowed = 1 + int((ended-first)/r)
+	}
+	if len(renewed) > allowed {
+		t.Errorf("the new leader renewed %d times in the handoff, its cadence allows %d", len(renewed), allowed)
 	}
 	slices.Sort(got)
 	if want := []string{"/etcdserverpb.KV/Txn", "/etcdserverpb.Lease/LeaseTimeToLive", "/etcdserverpb.Watch/Watch cancel_request"}; !slices.Equal(got, want) {

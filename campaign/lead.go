@@ -7,14 +7,14 @@ import (
 	"time"
 
 	"github.com/etcdlead/etcdlead/internal/bootclock"
-	"github.com/etcdlead/etcdlead/internal/fence"
 )
 
 // Lead keeps the leadership (docs/design.md, "One term, step by step", step
 // 8) until it is lost (ErrKeyDeleted, ErrKeyReplaced, ErrLeaseLost), a
 // resign is requested (ErrResigned), etcd refuses the guard's reads (a
 // permanent error) or ctx ends. It starts a renewal every r = min(T/10,
-// 1s), without waiting for the one before: each attempt lives for as long
+// 1s), counted from the term's last credited send (firstRenewal), without
+// waiting for the one before: each attempt lives for as long
 // as its answer can still help, until the fence point of the deadline (as
 // it moves) passes, so that a round trip longer than r still renews the
 // lease, and attempts overlap. Renewal errors alone never end
@@ -90,19 +90,29 @@ func (t *Term) renewLoop(ctx context.Context, onRenew func(time.Duration)) error
 		})
 	}
 	// On the boot clock: a renewal due during a suspend is made at the
-	// resume (internal/bootclock).
-	tick := bootclock.NewTicker(r)
-	defer tick.Stop()
-	if now := t.c.cfg.Now(); renewAtOnce(t.fence(), now, r) {
+	// resume (internal/bootclock). Until the first attempt, the ticker's
+	// one tick is that attempt's (cadence is false); then it ticks every r.
+	now := t.c.cfg.Now()
+	first := t.firstRenewal(now, r)
+	cadence := first <= now
+	var tick *bootclock.Ticker
+	if cadence {
 		attempt(now)
+		tick = bootclock.NewTicker(r)
+	} else {
+		tick = bootclock.NewTicker(first - now)
 	}
+	defer func() { tick.Stop() }()
 	for {
-		var now time.Duration
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
 			now = t.c.cfg.Now()
+			if !cadence {
+				tick.Stop()
+				tick, cadence = bootclock.NewTicker(r), true
+			}
 			attempt(now)
 			if since := now - answered; !failing && since >= 3*r {
 				t.c.log.Warn("renewal unanswered", "for", since.Round(time.Millisecond))
@@ -140,14 +150,30 @@ func (t *Term) renewLoop(ctx context.Context, onRenew func(time.Duration)) error
 // move the fence.
 var errFencePassed = errors.New("no answer before the fence point")
 
-// renewAtOnce is renewLoop's rule for its first attempt. A term starts
-// with a deadline already, from its last renewal while waiting or from the
-// grant, and the child's keeper has it. So the first renewal waits for the
-// cadence unless that fence's point is less than 3r ahead of now (keeperNeeds'
-// margin): renewing at once would add a request to every handoff, for a
-// fence point that needs no moving yet.
-func renewAtOnce(f fence.Fence, now, r time.Duration) bool {
-	return f.SignalAt()-now < 3*r
+// firstRenewal is when renewLoop makes its first attempt, at boot-clock
+// time now: r after the term's last credited send (its grant, or its last
+// renewal while waiting), or at once (now) when that is past. Each later
+// attempt follows the one before by r, so the room for a round trip is the
+// outage tolerance T - (K+m) - r: the deadline counts from the last
+// credited send, and an answer to the send r later lands before the fence
+// point if its round trip fits. Counted from Lead's start, the first
+// attempt would lose from that room the time between the last credited
+// send and Lead (the confirmation, the child's start), just as the term
+// begins.
+//
+// It renews at once whenever the rule it replaced did, when the fence
+// point is less than 3r ahead (keeperNeeds' margin): etcd answers every
+// renewal with the lease's TTL T, so the fence point is lastSent + T -
+// (K+m); ResolveTiming's rule K + m + r <= 2T/3 puts it at least lastSent
+// + T/3 + r, and r <= T/10 puts that at least 3r past lastSent + r. (K and
+// m that break the rule, which Config does not check, may see a first
+// attempt wait up to lastSent + r with the fence point nearer: no longer
+// than every later attempt waits.) A new leader renews at once, then,
+// only when its last renewal as a waiter is more than r old: the request
+// this adds to such a handoff is what keeps the term's room for a round
+// trip from its start.
+func (t *Term) firstRenewal(now, r time.Duration) time.Duration {
+	return max(now, t.lastSent()+r)
 }
 
 // keeperNeeds is Lead's rule for handing deadline d to the keeper, which last got

@@ -14,8 +14,6 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
-
-	"github.com/etcdlead/etcdlead/internal/fence"
 )
 
 // fakeStream is a LeaseKeepAlive stream whose answers the test writes, in
@@ -306,24 +304,48 @@ func TestQuietStreamReplaced(t *testing.T) {
 	}
 }
 
-// A new leader's first renewal comes at once only when its deadline's
-// fence point is less than 3r ahead; else at the cadence, like every other.
+// A new leader's first renewal comes r after the term's last credited
+// send (the grant, or its last renewal while waiting), or at once when
+// that is past: not r after Lead starts, which would take the time between
+// that send and Lead from the room a round trip has before the fence
+// point. Whenever the fence point is less than 3r ahead, that is at once.
 func TestFirstRenewal(t *testing.T) {
-	const r = time.Second
+	const now = 100 * time.Second
 	for _, c := range []struct {
-		name        string
-		d, guard    time.Duration // deadline and K + m, from now = 100s
-		renewAtOnce bool
+		name     string
+		ttl      time.Duration // the term's; r = RenewInterval(ttl)
+		k, m     time.Duration // as ResolveTiming fills them in
+		sent     time.Duration // the last credited send, before now
+		deadline time.Duration // what the answer gave: sent + the TTL etcd answered
+		want     time.Duration
 	}{
-		{"waiter renewed a T/3 ago, TTL 15s", 100*time.Second + 10*time.Second, 5 * time.Second, false},
-		{"just granted, TTL 30s", 100*time.Second + 30*time.Second, 7 * time.Second, false},
-		{"fence point exactly 3r ahead", 100*time.Second + 8*time.Second, 5 * time.Second, false},
-		{"fence point just under 3r ahead", 100*time.Second + 8*time.Second - 1, 5 * time.Second, true},
-		{"waiter's renewals failed for a while", 100*time.Second + 6*time.Second, 5 * time.Second, true},
-		{"fence point passed", 100*time.Second + 4*time.Second, 5 * time.Second, true},
+		{"granted just before Lead, TTL 2s", 2 * time.Second, 500 * time.Millisecond, 250 * time.Millisecond,
+			now - 20*time.Millisecond, now - 20*time.Millisecond + 2*time.Second, now + 180*time.Millisecond},
+		{"granted r ago to the nanosecond, TTL 2s", 2 * time.Second, 500 * time.Millisecond, 250 * time.Millisecond,
+			now - 200*time.Millisecond, now - 200*time.Millisecond + 2*time.Second, now},
+		{"waiter renewed T/3 ago, TTL 15s", 15 * time.Second, 5 * time.Second, 750 * time.Millisecond,
+			now - 5*time.Second, now - 5*time.Second + 15*time.Second, now},
+		{"granted half an r ago, TTL 30s", 30 * time.Second, 5 * time.Second, 1500 * time.Millisecond,
+			now - 500*time.Millisecond, now - 500*time.Millisecond + 30*time.Second, now + 500*time.Millisecond},
+		{"fence point passed, TTL 2s", 2 * time.Second, 500 * time.Millisecond, 250 * time.Millisecond,
+			now - 1500*time.Millisecond, now + 500*time.Millisecond, now},
+		// The cadence counts from the send itself, whatever TTL the answer
+		// gave: Deadline - TTL would put this send a second later.
+		{"etcd answered more than the term's TTL", 2 * time.Second, 500 * time.Millisecond, 250 * time.Millisecond,
+			now - 150*time.Millisecond, now - 150*time.Millisecond + 3*time.Second, now + 50*time.Millisecond},
 	} {
-		if got := renewAtOnce(fence.Fence{Deadline: c.d, KillTimeout: c.guard}, 100*time.Second, r); got != c.renewAtOnce {
-			t.Errorf("%s: renewAtOnce = %v, want %v", c.name, got, c.renewAtOnce)
+		term := &Term{c: &Campaigner{cfg: Config{KillTimeout: c.k, FenceMargin: c.m}}, TTL: c.ttl}
+		term.dl.Store(int64(c.deadline))
+		term.sentAt.Store(int64(c.sent))
+		r := RenewInterval(c.ttl)
+		got := term.firstRenewal(now, r)
+		if got != c.want {
+			t.Errorf("%s: first renewal %v after now, want %v", c.name, got-now, c.want-now)
+		}
+		// The rule it replaced: at once when the fence point is less than
+		// 3r ahead. Where that holds, this is at once too.
+		if term.fence().SignalAt()-now < 3*r && got != now {
+			t.Errorf("%s: the fence point is less than 3r ahead, but the first renewal waits %v", c.name, got-now)
 		}
 	}
 }

@@ -26,6 +26,7 @@ type Term struct {
 	Rev      int64         // create revision of both: the fencing token
 	TTL      time.Duration // as granted by etcd
 	dl       atomic.Int64  // boot-clock deadline, see Deadline
+	sentAt   atomic.Int64  // boot-clock send time, see lastSent
 	revoked  atomic.Bool
 	fronted  atomic.Bool
 	guards   sync.WaitGroup   // the guard's goroutines
@@ -103,6 +104,13 @@ func (t *Term) fenceAt(d time.Duration) fence.Fence {
 // out of turn never move it back.
 func (t *Term) setDeadline(d time.Duration) { raise(&t.dl, int64(d)) }
 
+// lastSent is the boot-clock send time of the newest request whose answer
+// gave the lease time (the grant, or a renewal): the time from which the
+// renewal cadence counts (firstRenewal). It is kept as it was read rather
+// than worked back from the deadline, which adds to it the TTL that etcd
+// answered, not necessarily the term's.
+func (t *Term) lastSent() time.Duration { return time.Duration(t.sentAt.Load()) }
+
 // raise sets a to v if v is greater: a value that only moves forward,
 // whatever order concurrent writers come in.
 func raise(a *atomic.Int64, v int64) {
@@ -152,6 +160,7 @@ func (t *Term) renewOnce(ctx context.Context, bound time.Duration) error {
 		return fmt.Errorf("renewal: %w", err)
 	}
 	t.setDeadline(sent + time.Duration(ttl)*time.Second)
+	raise(&t.sentAt, int64(sent))
 	return nil
 }
 
