@@ -382,7 +382,7 @@ func (b *bench) run() error {
 	// after it (thousands of terms ended, their leases revoked, and one
 	// that could not be held fails with many still running), and the
 	// failovers, the tolerance and the footprint, measured after it, paid
-	// for that: their faults leave a leader tens of milliseconds to spare.
+	// for that: their faults leave a leader little time to spare.
 	if b.cfg.want("fleet") && len(b.cfg.fleetSizes) > 0 {
 		if r.fleet, err = b.fleet(ctx, b.cfg.fleetSizes, b.cfg.fleetWindow); err != nil {
 			return fmt.Errorf("fleet: %w", err)
