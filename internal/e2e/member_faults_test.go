@@ -111,14 +111,9 @@ func TestRestartedRenewalMemberKeepsLeader(t *testing.T) {
 		t.Run(r.kind, func(t *testing.T) {
 			cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
 			e := newEnv(t, cluster.Endpoints())
-			c1 := e.start("c1", fast, e.probe())
-			c1.out.waitFor(t, "c1", "ready", 0)
-			on := renewalMember(t, cluster)
 			// This test is of a follower: a restarted raft leader costs an
 			// etcd election, longer than the outage tolerance at this TTL.
-			cluster.MoveLeader(t, (on+1)%3)
-			c2 := e.start("c2", fast, e.probe())
-			c2.log.waitFor(t, "c2", "waiting on predecessor", 0)
+			c1, c2, on := renewalPair(t, cluster, e, fast, false)
 			from := c1.log.mark()
 			restartMember(t, cluster, on, r)
 			afterFault()
@@ -194,12 +189,7 @@ func TestDefragmentedMembersKeepLeader(t *testing.T) {
 	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
 	bloat(t, cluster.Client(t))
 	e := newEnv(t, cluster.Endpoints())
-	c1 := e.start("c1", fast, e.probe())
-	c1.out.waitFor(t, "c1", "ready", 0)
-	on := renewalMember(t, cluster)
-	cluster.MoveLeader(t, on)
-	c2 := e.start("c2", fast, e.probe())
-	c2.log.waitFor(t, "c2", "waiting on predecessor", 0)
+	c1, c2, on := renewalPair(t, cluster, e, fast, true)
 	if defragKeeps(t, cluster, on, "raft leader, with the renewal stream", c1, c2) {
 		for _, i := range []int{(on + 1) % 3, (on + 2) % 3} {
 			if !defragKeeps(t, cluster, i, "follower", c1, c2) {
@@ -220,12 +210,7 @@ func TestDefragmentedFollowersUnderWritesKeepLeader(t *testing.T) {
 	cli := cluster.Client(t)
 	bloat(t, cli)
 	e := newEnv(t, cluster.Endpoints())
-	c1 := e.start("c1", fast, e.probe())
-	c1.out.waitFor(t, "c1", "ready", 0)
-	on := renewalMember(t, cluster)
-	cluster.MoveLeader(t, (on+1)%3)
-	c2 := e.start("c2", fast, e.probe())
-	c2.log.waitFor(t, "c2", "waiting on predecessor", 0)
+	c1, c2, on := renewalPair(t, cluster, e, fast, false)
 	puts := busy(t, cli)
 	if defragKeeps(t, cluster, on, "follower, with the renewal stream", c1, c2) {
 		defragKeeps(t, cluster, (on+2)%3, "follower", c1, c2)

@@ -26,6 +26,25 @@ func renewalMember(t *testing.T, cluster *etcdtest.Cluster) int {
 	return -1
 }
 
+// renewalPair starts a leader c1 on cluster's three members, finds the
+// member that holds its one renewal stream, puts the raft leadership on
+// that member (raftLeader) or on the next one (so that it is a follower),
+// and starts c2, which waits on c1.
+func renewalPair(t *testing.T, cluster *etcdtest.Cluster, e *env, flags []string, raftLeader bool) (c1, c2 *candidate, on int) {
+	t.Helper()
+	c1 = e.start("c1", flags, e.probe())
+	c1.out.waitFor(t, "c1", "ready", 0)
+	on = renewalMember(t, cluster)
+	if raftLeader {
+		cluster.MoveLeader(t, on)
+	} else {
+		cluster.MoveLeader(t, (on+1)%3)
+	}
+	c2 = e.start("c2", flags, e.probe())
+	c2.log.waitFor(t, "c2", "waiting on predecessor", 0)
+	return c1, c2, on
+}
+
 // A frozen follower costs no leader its term, although it holds the
 // leader's renewal stream: every candidate has all three endpoints, the
 // member stays connected and answers nothing (SIGSTOP) for 3xTTL, and the
@@ -35,14 +54,9 @@ func renewalMember(t *testing.T, cluster *etcdtest.Cluster) int {
 func TestFrozenFollowerKeepsLeader(t *testing.T) {
 	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
 	e := newEnv(t, cluster.Endpoints())
-	c1 := e.start("c1", fast, e.probe())
-	c1.out.waitFor(t, "c1", "ready", 0)
-	frozen := renewalMember(t, cluster)
-	// The stream is moved off the raft leader's member by moving the raft
-	// leadership: this test is of a follower.
-	cluster.MoveLeader(t, (frozen+1)%3)
-	c2 := e.start("c2", fast, e.probe())
-	c2.log.waitFor(t, "c2", "waiting on predecessor", 0)
+	// The raft leadership is moved off the stream's member: this test is
+	// of a follower.
+	c1, c2, frozen := renewalPair(t, cluster, e, fast, false)
 	from := c1.log.mark()
 	cluster.Member(frozen).Freeze(t)
 	// Three TTLs frozen; the duration is the fault, not a wait for an
@@ -206,12 +220,7 @@ func TestFrozenRaftLeaderKeepsLeaderAtDefaultTTL(t *testing.T) {
 	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
 	e := newEnv(t, cluster.Endpoints())
 	flags := []string{"--log-level=debug"} // the default TTL, 15 s
-	c1 := e.start("c1", flags, e.probe())
-	c1.out.waitFor(t, "c1", "ready", 0)
-	frozen := renewalMember(t, cluster)
-	cluster.MoveLeader(t, frozen)
-	c2 := e.start("c2", flags, e.probe())
-	c2.log.waitFor(t, "c2", "waiting on predecessor", 0)
+	c1, c2, frozen := renewalPair(t, cluster, e, flags, true)
 	from := c1.log.mark()
 	cluster.Member(frozen).Freeze(t)
 	// Two thirds of the TTL frozen; the duration is the fault, not a wait
