@@ -549,11 +549,15 @@ func (c *chaos) finish() {
 // probeOverlap is the probe's exit code when it finds the lock held.
 const probeOverlap = 99
 
+// oldLeaderStop is the old leader's stop in the bounded case: one watch
+// event plus K (chaosTTL/4, as ResolveTiming shortens it at this TTL),
+// with a second for scheduling on a busy machine.
+const oldLeaderStop = chaosTTL/4 + time.Second
+
 // staleSweepBound is how long after an etcd raft leader member resumes a
 // child may still start beside an old one, as the bounded case allows:
 // the member's sweep revokes within its expiry loop's period, and the old
-// leader stops its child one watch event plus K after (K = 0.5s at the
-// chaos TTL), with a second for scheduling on a busy machine.
+// leader stops its child within oldLeaderStop after.
 const staleSweepBound = 2 * time.Second
 
 // overlaps judges every OVERLAP of the probes' journal: each is an error,
@@ -563,8 +567,7 @@ const staleSweepBound = 2 * time.Second
 // its shape: the overlapping child started within staleSweepBound of the
 // end of a raft leader freeze that lasted at least a TTL, after another
 // candidate lost its term to a deleted key while its child ran, and that
-// child was gone within the old leader's stop (one watch event plus K,
-// and the same second of slack). bounded counts those.
+// child was gone within oldLeaderStop. bounded counts those.
 func (c *chaos) overlaps(procs []*candidate) (all, bounded int) {
 	lines, raw := c.e.journalRead(c.t)
 	for _, l := range lines {
@@ -614,7 +617,7 @@ func (c *chaos) staleSweep(procs []*candidate, l string) (string, bool) {
 					continue
 				}
 				for _, x := range p.log.matching("child exited") {
-					if !x.at.Before(lost.at) && x.at.Sub(lost.at) <= 500*time.Millisecond+time.Second {
+					if !x.at.Before(lost.at) && x.at.Sub(lost.at) <= oldLeaderStop {
 						return fmt.Sprintf("the raft leader's freeze ended %s before, another term's keys went %s after that, and its child was gone %s later",
 							started.Sub(h.end).Round(time.Millisecond), lost.at.Sub(h.end).Round(time.Millisecond), x.at.Sub(lost.at).Round(time.Millisecond)), true
 					}
