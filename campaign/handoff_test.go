@@ -150,10 +150,14 @@ func TestHandoffRequests(t *testing.T) {
 	key := newest(t, fb.cli, fb.l)
 	fb.next(b, key)
 	// Its guard's watches (its two keys' and the resign key's, each opened
-	// on its own) and its wait's are in place.
+	// on its own), its wait's and its stream's probe (on its queue key,
+	// from now) are in place. The watcher opens one at a time, each once
+	// the one before is answered, so the last may go out well after the
+	// wait began.
 	for _, k := range []string{key, fb.l.SentinelPrefix() + strings.TrimPrefix(key, fb.l.QueuePrefix()), fb.l.ResignKey(), a.Sentinel} {
 		newWire.await(t, `create_request:<key:"`+k+`" start_revision`, 1)
 	}
+	newWire.await(t, `create_request:<key:"`+key+`" >`, 1)
 
 	stop()
 	<-held

@@ -103,7 +103,9 @@ func (s *termStream) Close() error {
 	s.closed = true
 	g := s.cur
 	s.mu.Unlock()
-	// Its watches end with it, each without a cancel request.
+	// Its watches end with it, each without a cancel request
+	// (pickingClient.end).
+	g.client.end()
 	return g.w.Close()
 }
 
@@ -126,6 +128,7 @@ func (s *termStream) replace(g *streamGen, after time.Duration) {
 	g.cancel()
 	// Closing ends every watch on g, and its probe; it is not waited for,
 	// so that nothing on a stalled member holds up the monitor.
+	g.client.end()
 	go g.w.Close()
 }
 

@@ -1,8 +1,14 @@
 package campaign
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // The stall bound starts at r, doubles for each stream in a row that
@@ -31,5 +37,48 @@ func TestNextBound(t *testing.T) {
 		if b := nextBound(ttl, c.bound, c.took); b != c.want {
 			t.Errorf("after an answer in %v (bound %v): %v, want %v", c.took, c.bound, b, c.want)
 		}
+	}
+}
+
+// sendCounter is a watch stream that counts what it is asked to send.
+type sendCounter struct {
+	pb.Watch_WatchClient
+	sent int
+}
+
+func (s *sendCounter) Send(*pb.WatchRequest) error { s.sent++; return nil }
+
+func (s *sendCounter) Context() context.Context { return context.Background() }
+
+type streamOpener struct {
+	pb.WatchClient
+	stream *sendCounter
+}
+
+func (o streamOpener) Watch(context.Context, ...grpc.CallOption) (pb.Watch_WatchClient, error) {
+	return o.stream, nil
+}
+
+// A term stream's client, once ended, sends nothing on the streams it
+// opened and opens none: clientv3's watcher may send a cancel for each
+// watch as it closes (pickingClient.end), and a handoff asks etcd for
+// nothing the promise does not need (TestHandoffRequests).
+func TestEndedClientSendsNothing(t *testing.T) {
+	counter := &sendCounter{}
+	p := &pickingClient{WatchClient: streamOpener{stream: counter}, picks: 1}
+	s, err := p.Watch(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel := &pb.WatchRequest{RequestUnion: &pb.WatchRequest_CancelRequest{CancelRequest: &pb.WatchCancelRequest{}}}
+	if err := s.Send(cancel); err != nil || counter.sent != 1 {
+		t.Fatalf("before its end: Send = %v, %d sent, want nil and 1", err, counter.sent)
+	}
+	p.end()
+	if err := s.Send(cancel); err == nil || counter.sent != 1 {
+		t.Fatalf("after its end: Send = %v, %d sent, want an error and still 1", err, counter.sent)
+	}
+	if _, err := p.Watch(t.Context()); status.Code(err) != codes.Canceled {
+		t.Fatalf("a stream opened after its end: %v, want %s, which the watcher takes as final", err, codes.Canceled)
 	}
 }

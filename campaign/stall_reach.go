@@ -4,20 +4,25 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 )
 
 // pickingClient opens watch streams as the client would, but on a member
 // none of avoid names where the balancer offers one within picks tries,
-// and remembers which member the last stream it opened is on.
+// and remembers which member the last stream it opened is on. Once ended,
+// it sends nothing more on its streams and opens none.
 type pickingClient struct {
 	pb.WatchClient
 	picks int
 	avoid []string
+	ended atomic.Bool
 
 	mu sync.Mutex
 	on string
@@ -25,6 +30,10 @@ type pickingClient struct {
 
 func (p *pickingClient) Watch(ctx context.Context, opts ...grpc.CallOption) (pb.Watch_WatchClient, error) {
 	for picks := p.picks; ; picks-- {
+		if p.ended.Load() {
+			// A status the watcher takes as final: it opens no other.
+			return nil, errEnded
+		}
 		sctx, cancel := context.WithCancel(ctx)
 		stream, err := p.WatchClient.Watch(sctx, opts...)
 		if err != nil {
@@ -42,8 +51,31 @@ func (p *pickingClient) Watch(ctx context.Context, opts ...grpc.CallOption) (pb.
 		p.mu.Lock()
 		p.on = member
 		p.mu.Unlock()
-		return stream, nil
+		return endingStream{stream, p}, nil
 	}
+}
+
+// end stops every request on the client's streams from then on. A
+// clientv3 watcher's Close ends its stream's context and, racing that, may
+// still send a cancel for each of its watches (one that heard its watch's
+// end first, or an event for a watch whose reader has just gone): ended
+// before Close, the stream sends none of them, and its watches end with
+// it, as they are meant to.
+func (p *pickingClient) end() { p.ended.Store(true) }
+
+var errEnded = status.Error(codes.Canceled, "term stream closed")
+
+// endingStream is a watch stream of p that refuses to send once p ended.
+type endingStream struct {
+	pb.Watch_WatchClient
+	p *pickingClient
+}
+
+func (s endingStream) Send(req *pb.WatchRequest) error {
+	if s.p.ended.Load() {
+		return errEnded
+	}
+	return s.Watch_WatchClient.Send(req)
 }
 
 // memberOf is the address of the member a stream, by its context, is on;
