@@ -177,11 +177,13 @@ func (t *Term) enqueue(ctx context.Context) (view, error) {
 	l := t.c.cfg.Layout
 	sorted := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)}
 	// The resign key is read only to learn at once, before any child, that
-	// the role may not read it: the term watches it from now on.
+	// the role may not read it: the term watches it from now on. The pause
+	// is read to refuse a start while it lasts; a pause put later, the
+	// guard hears.
 	// The sentinels are read with their values, which say how many holders
 	// each term was started with.
 	reads := []clientv3.Op{clientv3.OpGet(l.QueuePrefix(), append(sorted, clientv3.WithKeysOnly())...), clientv3.OpGet(l.SentinelPrefix(), sorted...),
-		clientv3.OpGet(l.ResignKey(), clientv3.WithKeysOnly())}
+		clientv3.OpGet(l.ResignKey(), clientv3.WithKeysOnly()), clientv3.OpGet(l.PauseKey(), clientv3.WithKeysOnly())}
 	var resp *clientv3.TxnResponse
 	err := t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) (err error) {
 		resp, err = t.c.cfg.Client.Txn(rctx).
@@ -213,6 +215,9 @@ func (t *Term) enqueue(ctx context.Context) (view, error) {
 		return view{}, fmt.Errorf("campaign transaction: %w", ErrKeyDeleted)
 	}
 	t.Rev = k.CreateRevision
+	if p := rs[3].GetResponseRange().Kvs; len(p) > 0 {
+		return view{}, paused(p[0].ModRevision)
+	}
 	if err := t.agree(sentinels); err != nil {
 		return view{}, err
 	}
@@ -416,36 +421,44 @@ func (t *Term) waitEvent(ctx context.Context, v view) (woke map[clientv3.LeaseID
 }
 
 // startRead is the start read: one read-only transaction that checks this
-// term's own keys (create revision and lease) and reads the nearest valid
+// term's own keys (create revision and lease), reads the nearest valid
 // queue key and sentinel below them (with N holders, the N nearest and
-// whether one more is there), retrying until ctx ends, and sent again
-// every r while unanswered (hedged). It returns
-// an error wrapping ErrKeyDeleted when the own keys are not intact.
+// whether one more is there) and the pause, retrying until ctx ends, and
+// sent again every r while unanswered (hedged). It returns an error
+// wrapping ErrKeyDeleted when the own keys are not intact, or ErrPaused
+// when the election is paused.
 func (t *Term) startRead(ctx context.Context) (view, error) {
 	l := t.c.cfg.Layout
 	older := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(t.Rev - 1),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend)}
 	n := t.c.holders()
 	type read struct {
-		v    view
-		mine bool
+		v     view
+		mine  bool
+		pause int64 // the pause's revision, if the read found one
 	}
 	var r read
 	err := retry(ctx, func() (err error) {
 		r, err = hedged(ctx, RenewInterval(t.TTL), func(ctx context.Context) (read, error) {
 			var v view
 			var mine bool
+			var pause int64
 			err := t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) error {
 				page := append(older, clientv3.WithLimit(int64(startReadPage+n-1)))
 				resp, err := t.c.cfg.Client.Txn(rctx).
 					If(t.intact()...).
-					Then(clientv3.OpGet(l.QueuePrefix(), page...), clientv3.OpGet(l.SentinelPrefix(), page...)).
+					Then(clientv3.OpGet(l.QueuePrefix(), page...), clientv3.OpGet(l.SentinelPrefix(), page...),
+						clientv3.OpGet(l.PauseKey(), clientv3.WithKeysOnly())).
 					Commit()
 				if err != nil {
 					return err
 				}
 				v, mine = view{rev: resp.Header.Revision, n: n}, resp.Succeeded
 				if !mine {
+					return nil
+				}
+				if p := resp.Responses[2].GetResponseRange().Kvs; len(p) > 0 {
+					pause = p[0].ModRevision
 					return nil
 				}
 				q, s := resp.Responses[0].GetResponseRange(), resp.Responses[1].GetResponseRange()
@@ -465,13 +478,17 @@ func (t *Term) startRead(ctx context.Context) (view, error) {
 				v.scan(l, q.Kvs, s.Kvs)
 				return nil
 			})
-			return read{v, mine}, err
+			return read{v, mine, pause}, err
 		})
 		return err
 	})
 	v, mine := r.v, r.mine
-	if err == nil && !mine {
+	switch {
+	case err != nil:
+	case !mine:
 		err = fmt.Errorf("while waiting: %w", ErrKeyDeleted)
+	case r.pause > 0:
+		err = paused(r.pause)
 	}
 	return v, err
 }

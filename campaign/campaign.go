@@ -59,6 +59,9 @@ type Observer interface {
 	// Queued reports that this candidate's key is in etcd (connected and
 	// campaigning) with ahead older terms before it.
 	Queued(key string, ahead int)
+	// Paused reports that a read found the election paused: etcd
+	// answered, and the candidate waits for the resume.
+	Paused()
 	// Front reports, once per term, that at most one term is ahead (with
 	// Holders N, at most N): this one is next, so work that a start needs
 	// can begin.
@@ -75,6 +78,9 @@ type Campaigner struct {
 	// sitOutUntil is the boot-clock time before which Campaign does not
 	// campaign, set when a term ends early (Term.endedEarly); 0: none.
 	sitOutUntil atomic.Int64
+	// paused is set when a term ended on the election's pause: the next
+	// campaign waits for the resume first (awaitResume).
+	paused atomic.Bool
 }
 
 // New checks cfg and returns a Campaigner.
@@ -123,8 +129,11 @@ func (c *Campaigner) holders() int { return max(1, c.cfg.Holders) }
 // failed campaign leaves nothing behind in etcd. A context that ends while
 // another term is ahead gives an error wrapping ErrNotLeader, or
 // ErrUnreachable when etcd did not answer the last request.
-func (c *Campaigner) Campaign(ctx context.Context) (*Term, error) {
+func (c *Campaigner) Campaign(ctx context.Context) (_ *Term, err error) {
 	if err := c.sitOut(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.awaitResume(ctx); err != nil {
 		return nil, err
 	}
 	t, err := c.grant(ctx)
@@ -134,6 +143,7 @@ func (c *Campaigner) Campaign(ctx context.Context) (*Term, error) {
 	ok := false
 	defer func() {
 		if !ok {
+			c.notePause(err)
 			t.Revoke()
 		}
 	}()
@@ -209,6 +219,13 @@ func (c *Campaigner) sitOut(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("%w: a term's lease ended before its deadline, and a TTL had not passed since", ErrNotLeader)
+	}
+}
+
+// notePause remembers a term that ended on the election's pause.
+func (c *Campaigner) notePause(err error) {
+	if errors.Is(err, ErrPaused) {
+		c.paused.Store(true)
 	}
 }
 

@@ -56,6 +56,7 @@ func (f *fixture) Renewed(latency time.Duration, err error) {
 	}
 }
 func (f *fixture) BarrierWait()       { f.barrier <- struct{}{} }
+func (f *fixture) Paused()            {}
 func (f *fixture) Queued(string, int) {}
 func (f *fixture) Front(key string)   { f.front <- key }
 

@@ -53,7 +53,7 @@ func (g keyGuard) names() []string {
 		out = append(out, k.key)
 	}
 	if g.resign {
-		out = append(out, g.t.c.cfg.Layout.ResignKey())
+		out = append(out, g.t.c.cfg.Layout.ResignKey(), g.t.c.cfg.Layout.PauseKey())
 	}
 	return out
 }
@@ -114,6 +114,13 @@ func (g keyGuard) follow(ctx context.Context, rev int64) error {
 func (g keyGuard) event(ev *clientv3.Event) error {
 	t := g.t
 	key := string(ev.Kv.Key)
+	if g.resign && key == t.c.cfg.Layout.PauseKey() {
+		if ev.Type == clientv3.EventTypePut {
+			t.c.log.Info("election paused", "key", key)
+			return paused(ev.Kv.ModRevision)
+		}
+		return nil
+	}
 	if g.resign && key == t.c.cfg.Layout.ResignKey() {
 		if ev.Type == clientv3.EventTypePut && string(ev.Kv.Value) == t.Key {
 			t.c.log.Info("resign requested", "key", t.Key)
@@ -192,6 +199,10 @@ func (g keyGuard) check(ctx context.Context) (int64, error) {
 		if kvs := resp.Responses[len(g.keys)].GetResponseRange().Kvs; len(kvs) > 0 && string(kvs[0].Value) == t.Key {
 			t.c.log.Info("resign requested", "key", t.Key)
 			return 0, fmt.Errorf("re-read: %w", ErrResigned)
+		}
+		if kvs := resp.Responses[len(g.keys)+1].GetResponseRange().Kvs; len(kvs) > 0 {
+			t.c.log.Info("election paused", "key", g.t.c.cfg.Layout.PauseKey())
+			return 0, fmt.Errorf("re-read: %w", paused(kvs[0].ModRevision))
 		}
 	}
 	return resp.Header.Revision, nil

@@ -22,14 +22,18 @@ import (
 //	P.resign               the resign request, value = the queue key asked
 //	P.slot/<i>             with more than one holder, the slot i (0...N-1)
 //	                       a holding term took, value = its queue key
+//	P.pause                the election's pause (etcdlead pause), value =
+//	                       who paused, when and why (PauseRecord)
 //
 // Every key of a term is attached to the term's lease and named by it, so
-// it goes exactly when the lease ends. The election names reserved below
+// it goes exactly when the lease ends; the resign request and the pause
+// belong to no term. The election names reserved below
 // keep one election's keys out of every other's.
 const (
 	sentinelSuffix = ".lease"
 	resignSuffix   = ".resign"
 	slotSuffix     = ".slot"
+	pauseSuffix    = ".pause"
 
 	// MaxIDLen bounds --id, which is stored in every queue key and given
 	// to the child and to systemd: etcd refuses requests over its own
@@ -37,7 +41,7 @@ const (
 	MaxIDLen = 256
 )
 
-var reservedSuffixes = []string{sentinelSuffix, resignSuffix, slotSuffix}
+var reservedSuffixes = []string{sentinelSuffix, resignSuffix, slotSuffix, pauseSuffix}
 
 // Layout names the keys of one election.
 type Layout struct {
@@ -73,6 +77,9 @@ func (l Layout) SentinelPrefix() string { return l.p + sentinelSuffix + "/" }
 
 // ResignKey is where etcdlead resign asks a leader to step down.
 func (l Layout) ResignKey() string { return l.p + resignSuffix }
+
+// PauseKey is where etcdlead pause pauses the election.
+func (l Layout) PauseKey() string { return l.p + pauseSuffix }
 
 // SlotPrefix holds the slots of an election with more than one holder.
 func (l Layout) SlotPrefix() string { return l.p + slotSuffix + "/" }
@@ -308,8 +315,10 @@ func (e *NameError) words(subject, use string) string {
 // messages about it (a permission refused on it, say): the election prefix
 // P of a queue key, a sentinel, their prefixes or the resign key.
 func SplitKey(key string) (Layout, bool) {
-	if p, ok := strings.CutSuffix(key, resignSuffix); ok && p != "" {
-		return layoutOf(p), true
+	for _, suffix := range []string{resignSuffix, pauseSuffix} {
+		if p, ok := strings.CutSuffix(key, suffix); ok && p != "" {
+			return layoutOf(p), true
+		}
 	}
 	i := strings.LastIndex(key, "/")
 	if i <= 0 {

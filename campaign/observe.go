@@ -23,6 +23,8 @@ type Election struct {
 	Sentinels []*mvccpb.KeyValue
 	// Skipped counts the other keys under the queue and sentinel prefixes.
 	Skipped int
+	// Pause is the election's pause key, nil when it is not paused.
+	Pause *mvccpb.KeyValue
 }
 
 // Leader is the first valid queue key, or nil.
@@ -59,6 +61,9 @@ func (e *Election) Holders() int {
 
 func (e *Election) add(kv *mvccpb.KeyValue) {
 	switch {
+	case string(kv.Key) == e.Layout.PauseKey():
+		e.Pause = kv
+		return
 	case strings.HasPrefix(string(kv.Key), e.Layout.SentinelPrefix()):
 		if e.Layout.ValidSentinel(kv) {
 			e.Sentinels = append(e.Sentinels, kv)
@@ -81,7 +86,8 @@ func (e *Election) sort() {
 // transaction, and returns them with the read's revision.
 func ReadElection(ctx context.Context, cli *clientv3.Client, l Layout) (Election, int64, error) {
 	all := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)}
-	resp, err := cli.Txn(ctx).Then(clientv3.OpGet(l.QueuePrefix(), all...), clientv3.OpGet(l.SentinelPrefix(), all...)).Commit()
+	resp, err := cli.Txn(ctx).Then(clientv3.OpGet(l.QueuePrefix(), all...), clientv3.OpGet(l.SentinelPrefix(), all...),
+		clientv3.OpGet(l.PauseKey())).Commit()
 	if err != nil {
 		return Election{}, 0, err
 	}
@@ -109,7 +115,11 @@ func Elections(prefix string, kvs []*mvccpb.KeyValue) []Election {
 		}
 		name, _, ok := strings.Cut(rest, "/")
 		if !ok {
-			continue
+			// An election's own key outside its prefixes: only the pause
+			// is shown.
+			if name, ok = strings.CutSuffix(rest, pauseSuffix); !ok {
+				continue
+			}
 		}
 		name = strings.TrimSuffix(name, sentinelSuffix)
 		if CheckElection(name) != nil {

@@ -306,6 +306,7 @@ type renewObserver func(time.Duration, error)
 
 func (o renewObserver) Renewed(latency time.Duration, err error) { o(latency, err) }
 func (renewObserver) BarrierWait()                               {}
+func (renewObserver) Paused()                                    {}
 func (renewObserver) Queued(string, int)                         {}
 func (renewObserver) Front(string)                               {}
 

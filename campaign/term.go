@@ -46,6 +46,7 @@ type Term struct {
 
 // lost ends the term for err, noting first whether it ended early.
 func (t *Term) lost(err error) {
+	t.c.notePause(err)
 	t.endedEarly(err)
 	t.lose(err)
 }

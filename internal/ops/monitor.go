@@ -15,6 +15,7 @@ const (
 	RoleLeading     = "leading"
 	RoleHolding     = "holding" // leading after the command ended (--hold-at-least)
 	RoleBackingOff  = "backing-off"
+	RolePaused      = "paused" // the election is paused (etcdlead pause): waiting for its resume
 	RoleStopping    = "stopping"
 )
 
@@ -27,6 +28,7 @@ const (
 	ReasonStopped     = "stopped"      // a stop signal
 	ReasonTimeout     = "timeout"      // --timeout
 	ReasonResigned    = "resigned"     // stepped down on an operator's request
+	ReasonPaused      = "paused"       // stopped by the election's pause
 	ReasonKeyDeleted  = "key-deleted"  // lost: the queue key was deleted
 	ReasonKeyReplaced = "key-replaced" // lost: the queue key was put again
 	ReasonLeaseLost   = "lease-lost"   // lost: etcd ended the lease
@@ -109,6 +111,16 @@ func (m *Monitor) Queued(key string) {
 	m.mu.Unlock()
 	m.ready.Do(func() { m.notify("READY=1") })
 	m.SetRole(RoleCampaigning)
+}
+
+// Paused: connected, and the election is paused. A candidate started
+// during a pause is ready as one that queued: it does what it should.
+func (m *Monitor) Paused() {
+	m.mu.Lock()
+	m.lastOK = m.now()
+	m.mu.Unlock()
+	m.ready.Do(func() { m.notify("READY=1") })
+	m.SetRole(RolePaused)
 }
 
 func (m *Monitor) SetRole(role string) {

@@ -164,7 +164,15 @@ func (r *Runner) afterChild(res supervisor.Result, st termState) *Outcome {
 	case res.Reason == supervisor.ReasonFenced || st.lost != nil:
 		reason := lostReason(st.lost, res)
 		r.mon.TermEnded(reason)
-		r.resigned = reason == ops.ReasonResigned
+		r.resigned = reason == ops.ReasonResigned || reason == ops.ReasonPaused
+		if reason == ops.ReasonPaused {
+			r.log.Info("stopped the command: the election is paused")
+			r.mon.Paused()
+			if r.cfg.Once {
+				return end(NotLeader, res.Code, nil)
+			}
+			return nil
+		}
 		if r.cfg.Once {
 			if reason == ops.ReasonResigned {
 				r.log.Info("stepped down on request while the command ran; exiting (--once)")
@@ -196,6 +204,8 @@ func lostReason(lost error, res supervisor.Result) string {
 	switch {
 	case errors.Is(lost, campaign.ErrResigned):
 		return ops.ReasonResigned
+	case errors.Is(lost, campaign.ErrPaused):
+		return ops.ReasonPaused
 	case errors.Is(lost, campaign.ErrKeyDeleted):
 		return ops.ReasonKeyDeleted
 	case errors.Is(lost, campaign.ErrKeyReplaced):
@@ -213,6 +223,10 @@ func lostReason(lost error, res supervisor.Result) string {
 func (r *Runner) logTermEnd(err error, what string, args ...any) {
 	if errors.Is(err, campaign.ErrResigned) {
 		r.log.Info("stepped down on request; "+what, args...)
+		return
+	}
+	if errors.Is(err, campaign.ErrPaused) {
+		r.log.Info("election paused; "+what, args...)
 		return
 	}
 	r.log.Warn(r.lostWords()+"; "+what, append([]any{"reason", err}, args...)...)

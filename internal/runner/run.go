@@ -52,9 +52,10 @@ func (r *Runner) Run(ctx context.Context) *Outcome {
 			}
 		}
 		if r.resigned {
-			// A resign is an operator's request, not a failure: its lease
-			// is revoked, and the candidate queues again at once, at the
-			// back. The backoff is for what failed.
+			// A resign or a pause is an operator's request, not a
+			// failure: its lease is revoked, and the candidate queues
+			// again at once, at the back (after a pause, once it is
+			// lifted). The backoff is for what failed.
 			continue
 		}
 		if err := r.pause(ctx, b.NextBackOff()); err != nil {
@@ -71,6 +72,8 @@ func (r *Runner) campaignFailed(err error) *Outcome {
 		return end(Stopped, 0, nil)
 	case campaign.Permanent(err):
 		return end(Refused, 0, err)
+	case errors.Is(err, campaign.ErrPaused):
+		return r.pausedEnd()
 	case errors.Is(err, campaign.ErrNotLeader):
 		opt := "--no-wait"
 		if !r.cfg.NoWait {
@@ -91,6 +94,24 @@ func (r *Runner) campaignFailed(err error) *Outcome {
 		return nil
 	}
 	r.log.Warn("campaign failed", "error", err, "endpoints", r.cfg.Endpoints)
+	return nil
+}
+
+// pausedEnd decides what a campaign that found the election paused does:
+// under --no-wait or --once, end quietly with the conflict code, so that a
+// cron line of a paused election says nothing; under --wait, end once the
+// wait is over; else wait for the resume (nil: campaign again, which
+// waits for it).
+func (r *Runner) pausedEnd() *Outcome {
+	switch {
+	case r.cfg.NoWait || r.cfg.Once:
+		r.log.Debug("election paused; exiting")
+		return end(NotLeader, 0, nil)
+	case r.cfg.Wait > 0 && !time.Now().Before(r.waitUntil):
+		return end(NotLeader, 0, fmt.Errorf("election %s paused for all of --wait %s", r.prefix(), r.cfg.Wait))
+	}
+	r.mon.Paused()
+	r.resigned = true
 	return nil
 }
 

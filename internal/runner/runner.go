@@ -111,8 +111,9 @@ type Runner struct {
 	// waitUntil is when --wait ends: fixed at the first attempt of a
 	// campaign, not at each retry, and cleared after a term.
 	waitUntil time.Time
-	// resigned: the last campaign or term ended on a resign request, so
-	// the next campaign follows at once, without a backoff.
+	// resigned: the last campaign or term ended on a resign request or
+	// the election's pause, so the next campaign follows at once, without
+	// a backoff.
 	resigned bool
 }
 
@@ -163,3 +164,9 @@ func (o observer) Queued(key string, ahead int) {
 
 func (o observer) Renewed(latency time.Duration, err error) { o.mon.Renewed(latency, err) }
 func (o observer) BarrierWait()                             { o.mon.BarrierWait() }
+
+// Paused: no keeper is kept ready while the election is paused.
+func (o observer) Paused() {
+	o.mon.Paused()
+	o.k.Drop()
+}

@@ -1,0 +1,179 @@
+package campaign
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// The pause is a key of its own, P.pause, attached to no lease: while it
+// exists no term of the election starts its child (docs/design.md,
+// "Pause"). Every term reads it in the transactions that decide a start
+// (enqueue and the start read) and watches it from its creation on, so
+// a term either saw the pause before it could start, or started before
+// the pause was put and ends on hearing it. A term that ends so revokes
+// its lease, and its candidate waits, holding no lease, until the key is
+// gone. So once every term created before the pause has ended (WaitIdle),
+// no child of the election runs or will, until a resume.
+
+// ErrPaused ends a term, or refuses a campaign, while the election is
+// paused.
+var ErrPaused = errors.New("election paused")
+
+// PauseRecord is what the pause key holds: who paused, when and why, for
+// status to show. Any value at the key pauses the election, also one that
+// is not a record: a pause that cannot be read as one still is one.
+type PauseRecord struct {
+	By     string    `json:"by"`
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+// ParsePause reads a pause key's value; ok is false when it is not a
+// record etcdlead writes (the election is paused all the same).
+func ParsePause(value []byte) (rec PauseRecord, ok bool) {
+	return rec, json.Unmarshal(value, &rec) == nil
+}
+
+// Pause puts the pause key with rec and returns the revision at which the
+// election is paused from: every term created before it may have started
+// its child, none created after will (WaitIdle).
+func Pause(ctx context.Context, cli *clientv3.Client, l Layout, rec PauseRecord) (int64, error) {
+	v, err := json.Marshal(rec)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := cli.Put(clientv3.WithRequireLeader(ctx), l.PauseKey(), string(v))
+	if err != nil {
+		return 0, err
+	}
+	return resp.Header.Revision, nil
+}
+
+// Resume deletes the pause key and reports whether the election was
+// paused.
+func Resume(ctx context.Context, cli *clientv3.Client, l Layout) (bool, error) {
+	resp, err := cli.Delete(clientv3.WithRequireLeader(ctx), l.PauseKey())
+	if err != nil {
+		return false, err
+	}
+	return resp.Deleted > 0, nil
+}
+
+// WaitIdle waits until every term created before rev has ended: the lease
+// of each queue key and sentinel older than rev is gone. A term revokes its
+// lease only once its child and every descendant are gone, and a lease
+// that expires takes the child with it by the fence, so an ended lease is
+// the proof. It returns the leases still alive, and no error, once ctx's
+// deadline passes first.
+func WaitIdle(ctx context.Context, cli *clientv3.Client, l Layout, rev int64) ([]clientv3.LeaseID, error) {
+	older := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(rev - 1)}
+	resp, err := cli.Txn(clientv3.WithRequireLeader(ctx)).
+		Then(clientv3.OpGet(l.QueuePrefix(), older...), clientv3.OpGet(l.SentinelPrefix(), older...)).Commit()
+	if err != nil {
+		return nil, err
+	}
+	alive := map[clientv3.LeaseID]bool{}
+	for _, r := range resp.Responses {
+		for _, kv := range r.GetResponseRange().Kvs {
+			if kv.Lease > 0 {
+				alive[clientv3.LeaseID(kv.Lease)] = true
+			}
+		}
+	}
+	for {
+		for id := range alive {
+			ttl, err := cli.TimeToLive(clientv3.WithRequireLeader(ctx), id)
+			switch {
+			case errors.Is(ctx.Err(), context.DeadlineExceeded):
+				return leases(alive), nil
+			case err != nil:
+				return nil, err
+			case ttl.TTL == -1:
+				delete(alive, id)
+			}
+		}
+		if len(alive) == 0 {
+			return nil, nil
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return leases(alive), nil
+			}
+			return nil, ctx.Err()
+		case <-time.After(resignPoll):
+		}
+	}
+}
+
+func leases(set map[clientv3.LeaseID]bool) []clientv3.LeaseID {
+	var out []clientv3.LeaseID
+	for id := range set {
+		out = append(out, id)
+	}
+	return out
+}
+
+// paused is the error for a pause found at revision rev.
+func paused(rev int64) error { return fmt.Errorf("%w (at revision %d)", ErrPaused, rev) }
+
+// awaitResume waits, holding no lease, until the pause the last term of
+// this candidate ended on is gone: a watch of the pause key from the read
+// that finds it, and the read again every T/2. Under NoWait, or once ctx
+// ends, it gives an error wrapping ErrPaused.
+func (c *Campaigner) awaitResume(ctx context.Context) error {
+	if !c.paused.Load() {
+		return nil
+	}
+	key := c.cfg.Layout.PauseKey()
+	logged := false
+	for {
+		var resp *clientv3.GetResponse
+		err := retry(ctx, func() error {
+			return c.request(ctx, c.cfg.RequestTimeout, func(rctx context.Context) (err error) {
+				resp, err = c.cfg.Client.Get(rctx, key, clientv3.WithKeysOnly())
+				return err
+			})
+		})
+		if err != nil {
+			if Permanent(err) {
+				return err
+			}
+			return fmt.Errorf("%w: waiting for a resume: %w", ErrPaused, ctx.Err())
+		}
+		if len(resp.Kvs) == 0 {
+			c.paused.Store(false)
+			c.log.Info("election resumed; campaigning")
+			return nil
+		}
+		if c.cfg.NoWait {
+			return paused(resp.Kvs[0].ModRevision)
+		}
+		if o := c.cfg.Observer; o != nil {
+			o.Paused()
+		}
+		if !logged {
+			c.log.Info("election paused; waiting for etcdlead resume", "key", key)
+			logged = true
+		}
+		// The watch tells of the resume at once; the read every T/2 is
+		// what tells etcd still answers (the candidate's health), and
+		// finds a resume that a silently stalled watch would hold back.
+		wctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), c.cfg.TTL/2)
+		for w := range c.cfg.Client.Watch(wctx, key, clientv3.WithRev(resp.Header.Revision+1), clientv3.WithFilterPut()) {
+			if w.Err() != nil || len(w.Events) > 0 {
+				break
+			}
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w: waiting for a resume: %w", ErrPaused, ctx.Err())
+		}
+		// Deleted, the watch broke, or it is time to read: read again.
+	}
+}
