@@ -28,6 +28,8 @@ func newApp(args []string) *cli.App {
 			withLogFormat(runCommand(args)),
 			withLogFormat(statusCommand()),
 			withLogFormat(resignCommand()),
+			withLogFormat(pauseCommand()),
+			withLogFormat(resumeCommand()),
 			completionCommand(),
 			versionCommand(),
 			helpCommand(),

@@ -7,8 +7,10 @@ import (
 	"io"
 	"os"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlead/etcdlead/campaign"
@@ -48,6 +50,33 @@ type electionJSON struct {
 	// leader first, and Waiting those after them.
 	Holders int             `json:"holders,omitempty"`
 	Holding []candidateJSON `json:"holding,omitempty"`
+	// Paused is the election's pause (etcdlead pause), when it is paused.
+	Paused *pauseJSON `json:"paused,omitempty"`
+}
+
+// pauseJSON is an election's pause: who paused it, when and why. A pause
+// key whose value is no record etcdlead writes pauses all the same: Raw
+// then holds the value.
+type pauseJSON struct {
+	By     string `json:"by,omitempty"`
+	At     string `json:"at,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	Raw    string `json:"raw,omitempty"`
+}
+
+func pauseOf(kv *mvccpb.KeyValue) *pauseJSON {
+	if kv == nil {
+		return nil
+	}
+	rec, ok := campaign.ParsePause(kv.Value)
+	if !ok {
+		return &pauseJSON{Raw: string(kv.Value)}
+	}
+	p := &pauseJSON{By: rec.By, Reason: rec.Reason}
+	if !rec.At.IsZero() {
+		p.At = rec.At.UTC().Format(time.RFC3339)
+	}
+	return p
 }
 
 func statusCommand() *cli.Command {
@@ -180,7 +209,8 @@ func readElections(ctx context.Context, cli *clientv3.Client, prefix string, one
 // TTLs, which take a request each. slots maps the leases of slot keys to
 // their slots; nil shows none.
 func electionOf(e campaign.Election, slots map[int64]int) electionJSON {
-	el := electionJSON{Election: e.Name, Prefix: e.Layout.Prefix(), Waiting: []candidateJSON{}, Skipped: e.Skipped, Older: e.Older()}
+	el := electionJSON{Election: e.Name, Prefix: e.Layout.Prefix(), Waiting: []candidateJSON{}, Skipped: e.Skipped, Older: e.Older(),
+		Paused: pauseOf(e.Pause)}
 	holders := e.Holders()
 	if holders > 1 {
 		el.Holders, el.Holding = holders, []candidateJSON{}
@@ -252,6 +282,13 @@ func printTable(w io.Writer, els []electionJSON) error {
 		}
 	}
 	for _, e := range els {
+		if p := e.Paused; p != nil {
+			what := fmt.Sprintf("paused by %s at %s: %s", q(p.By), p.At, q(p.Reason))
+			if p.Raw != "" || p.By == "" {
+				what = "paused: " + q(p.Raw)
+			}
+			fmt.Fprintf(tw, "%s\t(%s)\t\t\t\t\n", q(e.Election), what)
+		}
 		if e.Older > 0 {
 			fmt.Fprintf(tw, "%s\t(%d older term(s) whose lease lives: the leader waits for them)\t\t\t\t\n", q(e.Election), e.Older)
 		}

@@ -48,6 +48,11 @@ func startAuthEtcd(t *testing.T) (*etcdtest.Cluster, *clientv3.Client) {
 				clientv3.PermissionType(clientv3.PermReadWrite))
 			return err
 		},
+		func() error {
+			_, err := c.RoleGrantPermission(ctx, "etcdlead-reports", "etcdlead/reports.pause", "",
+				clientv3.PermissionType(clientv3.PermRead))
+			return err
+		},
 		func() error { _, err := c.UserAdd(ctx, "alice", alicePassword); return err },
 		func() error { _, err := c.UserGrantRole(ctx, "alice", "etcdlead-reports"); return err },
 		func() error { _, err := c.AuthEnable(ctx); return err },
@@ -121,7 +126,7 @@ func TestAuthPasswordSourcesAndRefusals(t *testing.T) {
 
 	line := run(nil, "--user=alice", "--password-file="+pwFile, "--election=other").failure(t, 125,
 		"permission denied", `etcd user "alice" may not use key "etcdlead/other/`,
-		`readwrite on prefix "etcdlead/other/", on prefix "etcdlead/other.lease/" and on key "etcdlead/other.resign"`)
+		`readwrite on prefix "etcdlead/other/", on prefix "etcdlead/other.lease/" and on key "etcdlead/other.resign", and read on key "etcdlead/other.pause"`)
 	t.Logf("another election: %s", line)
 	nothingLeft(t, root, "etcdlead/")
 

@@ -83,8 +83,8 @@ func denied(user string, req any, err error) *refusal {
 			who, key, rpctypes.ErrorDesc(err))
 	}
 	return refuse(codes.PermissionDenied, rpctypes.Error(err),
-		"permission denied: %s may not use key %q (%v): grant the user a role with readwrite on prefix %q, on prefix %q and on key %q",
-		who, key, rpctypes.ErrorDesc(err), l.QueuePrefix(), l.SentinelPrefix(), l.ResignKey())
+		"permission denied: %s may not use key %q (%v): grant the user a role with readwrite on prefix %q, on prefix %q and on key %q, and read on key %q",
+		who, key, rpctypes.ErrorDesc(err), l.QueuePrefix(), l.SentinelPrefix(), l.ResignKey(), l.PauseKey())
 }
 
 // requestKey is the first key a request names, or "".
