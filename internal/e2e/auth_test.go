@@ -21,7 +21,8 @@ const (
 // startAuthEtcd starts etcd with auth enabled and a user alice whose role
 // may read and write only election "reports": the queue prefix
 // etcdlead/reports/, the sentinel prefix etcdlead/reports.lease/ and the
-// resign-request key etcdlead/reports.resign, as the README's
+// resign-request key etcdlead/reports.resign, and read the pause key
+// etcdlead/reports.pause, as the README's
 // "Running against a secured etcd" sets them up. It returns the cluster and
 // a root client.
 func startAuthEtcd(t *testing.T) (*etcdtest.Cluster, *clientv3.Client) {
@@ -268,6 +269,25 @@ func TestAuthRoleWithoutResignKeyIsRefused(t *testing.T) {
 	o := runEtcdlead(t, nil, "run", "--endpoints="+cluster.Endpoints()[0], "--election=reports", "--user=alice", pw,
 		"--ttl=2s", "--", "sh", "-c", "echo started")
 	o.failure(t, 125, "permission denied", `on key "etcdlead/reports.resign"`)
+	if o.stdout != "" {
+		t.Errorf("a child ran: %q", o.stdout)
+	}
+	nothingLeft(t, root, "etcdlead/")
+}
+
+// A role that may not read the pause key: a pause that cannot be read is
+// a refusal, one line and 125 before any child starts, never taken for
+// an election that is not paused.
+func TestAuthRoleWithoutPauseKeyIsRefused(t *testing.T) {
+	t.Parallel()
+	cluster, root := startAuthEtcd(t)
+	if _, err := root.RoleRevokePermission(ctxT(t), "etcdlead-reports", "etcdlead/reports.pause", ""); err != nil {
+		t.Fatal(err)
+	}
+	pw := "--password-file=" + writeFile(t, "password", alicePassword)
+	o := runEtcdlead(t, nil, "run", "--endpoints="+cluster.Endpoints()[0], "--election=reports", "--user=alice", pw,
+		"--ttl=2s", "--", "sh", "-c", "echo started")
+	o.failure(t, 125, "permission denied", `read on key "etcdlead/reports.pause"`)
 	if o.stdout != "" {
 		t.Errorf("a child ran: %q", o.stdout)
 	}
