@@ -43,7 +43,7 @@ func (t *Term) guardKeys(keys []owned, resign bool, from int64) {
 type keyGuard struct {
 	t      *Term
 	keys   []owned
-	resign bool
+	resign bool // the term's own guard: also the resign request and the pause
 }
 
 // names are the keys watched and read, the resign key last.

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -90,7 +92,7 @@ func WaitIdle(ctx context.Context, cli *clientv3.Client, l Layout, rev int64) ([
 			ttl, err := cli.TimeToLive(clientv3.WithRequireLeader(ctx), id)
 			switch {
 			case errors.Is(ctx.Err(), context.DeadlineExceeded):
-				return leases(alive), nil
+				return slices.Collect(maps.Keys(alive)), nil
 			case err != nil:
 				return nil, err
 			case ttl.TTL == -1:
@@ -103,20 +105,12 @@ func WaitIdle(ctx context.Context, cli *clientv3.Client, l Layout, rev int64) ([
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return leases(alive), nil
+				return slices.Collect(maps.Keys(alive)), nil
 			}
 			return nil, ctx.Err()
 		case <-time.After(resignPoll):
 		}
 	}
-}
-
-func leases(set map[clientv3.LeaseID]bool) []clientv3.LeaseID {
-	var out []clientv3.LeaseID
-	for id := range set {
-		out = append(out, id)
-	}
-	return out
 }
 
 // paused is the error for a pause found at revision rev.

@@ -73,32 +73,8 @@ const resumeExitCodes = `  0        resumed
   125      options, configuration, etcd
 `
 
-// pauseLayout reads the options pause and resume share.
-func pauseLayout(c *cli.Context, cmd string) (campaign.Layout, etcdconn.Config, error) {
-	if c.NArg() > 0 {
-		return campaign.Layout{}, etcdconn.Config{}, failf("%s takes no arguments, got %q: see etcdlead %s --help", cmd, c.Args().First(), cmd)
-	}
-	election, err := optText(c, flagElection, "the election's name", "")
-	if err != nil {
-		return campaign.Layout{}, etcdconn.Config{}, err
-	}
-	if election == "" {
-		return campaign.Layout{}, etcdconn.Config{}, failf("%s needs --election NAME", cmd)
-	}
-	prefix, err := optText(c, flagPrefix, "a key prefix", "to use "+defaultPrefix)
-	if err != nil {
-		return campaign.Layout{}, etcdconn.Config{}, err
-	}
-	l, err := campaign.NewLayout(prefix, election)
-	if err != nil {
-		return campaign.Layout{}, etcdconn.Config{}, inFlags(err)
-	}
-	cc, err := parseConn(c)
-	return l, cc, err
-}
-
 func pauseAction(c *cli.Context) error {
-	l, cc, err := pauseLayout(c, "pause")
+	l, cc, err := oneElection(c, "pause")
 	if err != nil {
 		return err
 	}
@@ -149,7 +125,7 @@ func pauseAction(c *cli.Context) error {
 }
 
 func resumeAction(c *cli.Context) error {
-	l, cc, err := pauseLayout(c, "resume")
+	l, cc, err := oneElection(c, "resume")
 	if err != nil {
 		return err
 	}

@@ -46,29 +46,11 @@ const resignExitCodes = `  0        the leader stepped down (or its key was dele
 `
 
 func resignAction(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return failf("resign takes no arguments, got %q: see etcdlead resign --help", c.Args().First())
-	}
-	election, err := optText(c, flagElection, "the election's name", "")
-	if err != nil {
-		return err
-	}
-	if election == "" {
-		return failf("resign needs --election NAME")
-	}
-	prefix, err := optText(c, flagPrefix, "a key prefix", "to use "+defaultPrefix)
+	l, cc, err := oneElection(c, "resign")
 	if err != nil {
 		return err
 	}
 	id, err := optText(c, flagID, "the id that must lead", "to ask whoever leads")
-	if err != nil {
-		return err
-	}
-	l, err := campaign.NewLayout(prefix, election)
-	if err != nil {
-		return inFlags(err)
-	}
-	cc, err := parseConn(c)
 	if err != nil {
 		return err
 	}
@@ -86,6 +68,31 @@ func resignAction(c *cli.Context) error {
 	defer cli.Close()
 	r := resigner{cli: cli, layout: l, timeout: timeout, dial: cc.DialTimeout, conn: cc}
 	return r.resign(c.Context, id, c.Bool(flagForce))
+}
+
+// oneElection reads what resign, pause and resume share: no arguments,
+// the election (required) and its prefix, and the connection.
+func oneElection(c *cli.Context, cmd string) (campaign.Layout, etcdconn.Config, error) {
+	if c.NArg() > 0 {
+		return campaign.Layout{}, etcdconn.Config{}, failf("%s takes no arguments, got %q: see etcdlead %s --help", cmd, c.Args().First(), cmd)
+	}
+	election, err := optText(c, flagElection, "the election's name", "")
+	if err != nil {
+		return campaign.Layout{}, etcdconn.Config{}, err
+	}
+	if election == "" {
+		return campaign.Layout{}, etcdconn.Config{}, failf("%s needs --election NAME", cmd)
+	}
+	prefix, err := optText(c, flagPrefix, "a key prefix", "to use "+defaultPrefix)
+	if err != nil {
+		return campaign.Layout{}, etcdconn.Config{}, err
+	}
+	l, err := campaign.NewLayout(prefix, election)
+	if err != nil {
+		return campaign.Layout{}, etcdconn.Config{}, inFlags(err)
+	}
+	cc, err := parseConn(c)
+	return l, cc, err
 }
 
 type resigner struct {

@@ -261,18 +261,7 @@ func aliceLeaderAndWaiter(t *testing.T) (*clientv3.Client, *env, string, *candid
 // after every start.
 func TestAuthRoleWithoutResignKeyIsRefused(t *testing.T) {
 	t.Parallel()
-	cluster, root := startAuthEtcd(t)
-	if _, err := root.RoleRevokePermission(ctxT(t), "etcdlead-reports", "etcdlead/reports.resign", ""); err != nil {
-		t.Fatal(err)
-	}
-	pw := "--password-file=" + writeFile(t, "password", alicePassword)
-	o := runEtcdlead(t, nil, "run", "--endpoints="+cluster.Endpoints()[0], "--election=reports", "--user=alice", pw,
-		"--ttl=2s", "--", "sh", "-c", "echo started")
-	o.failure(t, 125, "permission denied", `on key "etcdlead/reports.resign"`)
-	if o.stdout != "" {
-		t.Errorf("a child ran: %q", o.stdout)
-	}
-	nothingLeft(t, root, "etcdlead/")
+	refusedWithout(t, "etcdlead/reports.resign", `on key "etcdlead/reports.resign"`)
 }
 
 // A role that may not read the pause key: a pause that cannot be read is
@@ -280,14 +269,22 @@ func TestAuthRoleWithoutResignKeyIsRefused(t *testing.T) {
 // an election that is not paused.
 func TestAuthRoleWithoutPauseKeyIsRefused(t *testing.T) {
 	t.Parallel()
+	refusedWithout(t, "etcdlead/reports.pause", `read on key "etcdlead/reports.pause"`)
+}
+
+// refusedWithout takes key from the role of startAuthEtcd and checks that
+// a candidate is refused with a line that says hint, before any child
+// starts and with nothing left in etcd.
+func refusedWithout(t *testing.T, key, hint string) {
+	t.Helper()
 	cluster, root := startAuthEtcd(t)
-	if _, err := root.RoleRevokePermission(ctxT(t), "etcdlead-reports", "etcdlead/reports.pause", ""); err != nil {
+	if _, err := root.RoleRevokePermission(ctxT(t), "etcdlead-reports", key, ""); err != nil {
 		t.Fatal(err)
 	}
 	pw := "--password-file=" + writeFile(t, "password", alicePassword)
 	o := runEtcdlead(t, nil, "run", "--endpoints="+cluster.Endpoints()[0], "--election=reports", "--user=alice", pw,
 		"--ttl=2s", "--", "sh", "-c", "echo started")
-	o.failure(t, 125, "permission denied", `read on key "etcdlead/reports.pause"`)
+	o.failure(t, 125, "permission denied", hint)
 	if o.stdout != "" {
 		t.Errorf("a child ran: %q", o.stdout)
 	}

@@ -167,7 +167,6 @@ func (r *Runner) afterChild(res supervisor.Result, st termState) *Outcome {
 		r.resigned = reason == ops.ReasonResigned || reason == ops.ReasonPaused
 		if reason == ops.ReasonPaused {
 			r.log.Info("stopped the command: the election is paused")
-			r.mon.Paused()
 			if r.cfg.Once {
 				return end(NotLeader, res.Code, nil)
 			}

@@ -110,7 +110,6 @@ func (r *Runner) pausedEnd() *Outcome {
 	case r.cfg.Wait > 0 && !time.Now().Before(r.waitUntil):
 		return end(NotLeader, 0, fmt.Errorf("election %s paused for all of --wait %s", r.prefix(), r.cfg.Wait))
 	}
-	r.mon.Paused()
 	r.resigned = true
 	return nil
 }
