@@ -184,6 +184,7 @@ func (t *Term) enqueue(ctx context.Context) (view, error) {
 	// each term was started with.
 	reads := []clientv3.Op{clientv3.OpGet(l.QueuePrefix(), append(sorted, clientv3.WithKeysOnly())...), clientv3.OpGet(l.SentinelPrefix(), sorted...),
 		clientv3.OpGet(l.ResignKey(), clientv3.WithKeysOnly()), clientv3.OpGet(l.PauseKey(), clientv3.WithKeysOnly())}
+	reads = append(reads, t.c.readRun()...)
 	var resp *clientv3.TxnResponse
 	err := t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) (err error) {
 		resp, err = t.c.cfg.Client.Txn(rctx).
@@ -217,6 +218,11 @@ func (t *Term) enqueue(ctx context.Context) (view, error) {
 	t.Rev = k.CreateRevision
 	if p := rs[3].GetResponseRange().Kvs; len(p) > 0 {
 		return view{}, paused(p[0].ModRevision)
+	}
+	if len(rs) > 4 {
+		if err := t.c.checkRun(rs[4].GetResponseRange().Kvs); err != nil {
+			return view{}, err
+		}
 	}
 	if err := t.agree(sentinels); err != nil {
 		return view{}, err
@@ -423,10 +429,11 @@ func (t *Term) waitEvent(ctx context.Context, v view) (woke map[clientv3.LeaseID
 // startRead is the start read: one read-only transaction that checks this
 // term's own keys (create revision and lease), reads the nearest valid
 // queue key and sentinel below them (with N holders, the N nearest and
-// whether one more is there) and the pause, retrying until ctx ends, and
-// sent again every r while unanswered (hedged). It returns an error
-// wrapping ErrKeyDeleted when the own keys are not intact, or ErrPaused
-// when the election is paused.
+// whether one more is there), the pause and the run's records, retrying
+// until ctx ends, and sent again every r while unanswered (hedged). It
+// returns an error wrapping ErrKeyDeleted when the own keys are not intact,
+// ErrPaused when the election is paused, or ErrRunDone when every slot
+// ran the run id.
 func (t *Term) startRead(ctx context.Context) (view, error) {
 	l := t.c.cfg.Layout
 	older := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(t.Rev - 1),
@@ -436,6 +443,7 @@ func (t *Term) startRead(ctx context.Context) (view, error) {
 		v     view
 		mine  bool
 		pause int64 // the pause's revision, if the read found one
+		done  error // the run id is recorded (ErrRunDone)
 	}
 	var r read
 	err := retry(ctx, func() (err error) {
@@ -443,12 +451,13 @@ func (t *Term) startRead(ctx context.Context) (view, error) {
 			var v view
 			var mine bool
 			var pause int64
+			var done error
 			err := t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) error {
 				page := append(older, clientv3.WithLimit(int64(startReadPage+n-1)))
 				resp, err := t.c.cfg.Client.Txn(rctx).
 					If(t.intact()...).
-					Then(clientv3.OpGet(l.QueuePrefix(), page...), clientv3.OpGet(l.SentinelPrefix(), page...),
-						clientv3.OpGet(l.PauseKey(), clientv3.WithKeysOnly())).
+					Then(append([]clientv3.Op{clientv3.OpGet(l.QueuePrefix(), page...), clientv3.OpGet(l.SentinelPrefix(), page...),
+						clientv3.OpGet(l.PauseKey(), clientv3.WithKeysOnly())}, t.c.readRun()...)...).
 					Commit()
 				if err != nil {
 					return err
@@ -460,6 +469,11 @@ func (t *Term) startRead(ctx context.Context) (view, error) {
 				if p := resp.Responses[2].GetResponseRange().Kvs; len(p) > 0 {
 					pause = p[0].ModRevision
 					return nil
+				}
+				if len(resp.Responses) > 3 {
+					if done = t.c.checkRun(resp.Responses[3].GetResponseRange().Kvs); done != nil {
+						return nil
+					}
 				}
 				q, s := resp.Responses[0].GetResponseRange(), resp.Responses[1].GetResponseRange()
 				v.scan(l, q.Kvs, s.Kvs)
@@ -478,7 +492,7 @@ func (t *Term) startRead(ctx context.Context) (view, error) {
 				v.scan(l, q.Kvs, s.Kvs)
 				return nil
 			})
-			return read{v, mine, pause}, err
+			return read{v, mine, pause, done}, err
 		})
 		return err
 	})
@@ -489,6 +503,8 @@ func (t *Term) startRead(ctx context.Context) (view, error) {
 		err = fmt.Errorf("while waiting: %w", ErrKeyDeleted)
 	case r.pause > 0:
 		err = paused(r.pause)
+	case r.done != nil:
+		err = r.done
 	}
 	return v, err
 }

@@ -38,6 +38,12 @@ type Config struct {
 	// that says what holds its child's processes together, for status to
 	// show; the campaign does nothing else with it.
 	Containment string
+	// RunID, if not "", names the firing this candidate runs (--run-id):
+	// a term records it before its child starts and refuses with
+	// ErrRunDone once it is recorded (run.go). The record lasts RunTTL,
+	// whole seconds and at least TTL.
+	RunID  string
+	RunTTL time.Duration
 	// NoWait makes Campaign give up with ErrNotLeader, instead of queueing,
 	// when another term is ahead (with Holders N, when N are).
 	NoWait bool
@@ -100,6 +106,14 @@ func New(cfg Config) (*Campaigner, error) {
 	if err := CheckID(cfg.ID); err != nil {
 		return nil, err
 	}
+	if cfg.RunID != "" {
+		if err := CheckRunID(cfg.RunID); err != nil {
+			return nil, err
+		}
+		if cfg.RunTTL < cfg.TTL || cfg.RunTTL%time.Second != 0 {
+			return nil, fmt.Errorf("campaign: run ttl %s must be whole seconds, at least the ttl %s", cfg.RunTTL, cfg.TTL)
+		}
+	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 5 * time.Second
 	}
@@ -144,6 +158,7 @@ func (c *Campaigner) Campaign(ctx context.Context) (_ *Term, err error) {
 	defer func() {
 		if !ok {
 			c.notePause(err)
+			t.ForgetRun() // its child never started
 			t.Revoke()
 		}
 	}()
@@ -180,6 +195,9 @@ func (c *Campaigner) Campaign(ctx context.Context) (_ *Term, err error) {
 		if err := t.takeSlot(wctx); err != nil {
 			return nil, err
 		}
+	}
+	if err := t.recordRun(wctx); err != nil {
+		return nil, err
 	}
 	if err := t.confirm(wctx); err != nil {
 		return nil, err

@@ -40,7 +40,10 @@ type fixture struct {
 	ttl time.Duration // of the campaigners made from now on
 	// holders is the campaigners' Config.Holders, set before they are made.
 	holders int
-	log     hclog.Logger // of the campaigners made from now on, if set
+	// runID and runTTL are the campaigners' Config.RunID and RunTTL.
+	runID  string
+	runTTL time.Duration
+	log    hclog.Logger // of the campaigners made from now on, if set
 	// leaseWaitLog, if set, is the campaigners' Config.LeaseWaitLog.
 	leaseWaitLog time.Duration
 	// renewed, if set before the campaigns it should hear start, hears
@@ -74,7 +77,7 @@ func (f *fixture) campaigner(noWait bool) *campaign.Campaigner {
 	c, err := campaign.New(campaign.Config{
 		Client: f.cli, Layout: f.l, ID: fmt.Sprintf("c%d", f.n), TTL: f.ttl, Logger: f.log,
 		KillTimeout: 750 * time.Millisecond, FenceMargin: 250 * time.Millisecond, RequestTimeout: 5 * time.Second, Now: bootclock.Now, NoWait: noWait, Observer: f,
-		LeaseWaitLog: f.leaseWaitLog, Holders: f.holders,
+		LeaseWaitLog: f.leaseWaitLog, Holders: f.holders, RunID: f.runID, RunTTL: f.runTTL,
 	})
 	if err != nil {
 		f.t.Fatal(err)

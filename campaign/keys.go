@@ -24,16 +24,19 @@ import (
 //	                       a holding term took, value = its queue key
 //	P.pause                the election's pause (etcdlead pause), value =
 //	                       who paused, when and why (PauseRecord)
+//	P.run/<id>/<i>         run id's record in slot i (0 with one holder),
+//	                       value = who ran it (RunRecord)
 //
 // Every key of a term is attached to the term's lease and named by it, so
 // it goes exactly when the lease ends; the resign request and the pause
-// belong to no term. The election names reserved below
+// belong to no term, and a run's record to a lease of its own. The election names reserved below
 // keep one election's keys out of every other's.
 const (
 	sentinelSuffix = ".lease"
 	resignSuffix   = ".resign"
 	slotSuffix     = ".slot"
 	pauseSuffix    = ".pause"
+	runSuffix      = ".run"
 
 	// MaxIDLen bounds --id, which is stored in every queue key and given
 	// to the child and to systemd: etcd refuses requests over its own
@@ -41,7 +44,7 @@ const (
 	MaxIDLen = 256
 )
 
-var reservedSuffixes = []string{sentinelSuffix, resignSuffix, slotSuffix, pauseSuffix}
+var reservedSuffixes = []string{sentinelSuffix, resignSuffix, slotSuffix, pauseSuffix, runSuffix}
 
 // Layout names the keys of one election.
 type Layout struct {
@@ -262,6 +265,7 @@ const (
 	FieldPrefix NameField = iota + 1
 	FieldElection
 	FieldID
+	FieldRunID
 )
 
 func (f NameField) String() string {
@@ -272,6 +276,8 @@ func (f NameField) String() string {
 		return "election name"
 	case FieldID:
 		return "id"
+	case FieldRunID:
+		return "run id"
 	}
 	return fmt.Sprintf("NameField(%d)", int(f))
 }
@@ -313,7 +319,8 @@ func (e *NameError) words(subject, use string) string {
 
 // SplitKey finds the election a key of etcdlead's layout belongs to, for
 // messages about it (a permission refused on it, say): the election prefix
-// P of a queue key, a sentinel, their prefixes or the resign key.
+// P of a queue key, a sentinel, their prefixes, the resign key or the
+// pause. (Every transaction of a term names its queue key first.)
 func SplitKey(key string) (Layout, bool) {
 	for _, suffix := range []string{resignSuffix, pauseSuffix} {
 		if p, ok := strings.CutSuffix(key, suffix); ok && p != "" {

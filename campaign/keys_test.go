@@ -115,6 +115,16 @@ func TestNames(t *testing.T) {
 		}
 	}
 	for id, want := range map[string]string{
+		"20261205T1000": "", "nightly:2026-12-05": "", strings.Repeat("x", MaxRunIDLen): "",
+		strings.Repeat("x", MaxRunIDLen+1): "bytes long", "a/b": "'/'", "a b": "whitespace", "a\u00a0b": "whitespace",
+		"a\x1b[2J": "unprintable", "a\xff": "unprintable", "": `run id is empty: use e.g. "$(date -u +%Y%m%dT%H%M)"`,
+	} {
+		err := CheckRunID(id)
+		if (err == nil) != (want == "") || (err != nil && !strings.Contains(err.Error(), want)) {
+			t.Errorf("CheckRunID(%.20q) = %v, want %q", id, err, want)
+		}
+	}
+	for id, want := range map[string]string{
 		"web-1/4121": "", "a b": "", strings.Repeat("x", MaxIDLen): "",
 		strings.Repeat("x", MaxIDLen+1): "bytes long", "a\nMAINPID=1": "unprintable", "a\x1b[2J": "unprintable",
 		"a\xff": "unprintable", "": "empty",
@@ -130,7 +140,7 @@ func TestNames(t *testing.T) {
 func TestSplitKey(t *testing.T) {
 	l := mustLayout(t, "etcdlead/", "reports")
 	for _, key := range []string{l.QueueKey(0x2a), l.SentinelKey(0x2a), l.QueuePrefix(), l.SentinelPrefix(), l.ResignKey(),
-		l.SlotKey(1), l.SlotPrefix()} {
+		l.SlotKey(1), l.SlotPrefix(), l.PauseKey()} {
 		got, ok := SplitKey(key)
 		if !ok || got != l {
 			t.Errorf("SplitKey(%q) = %+v, %v; want %+v", key, got, ok, l)

@@ -23,7 +23,7 @@ import (
 func (t *Term) takeSlot(ctx context.Context) error {
 	l, n := t.c.cfg.Layout, t.c.holders()
 	for {
-		slots, sentinels, rev, err := t.readSlots(ctx)
+		slots, sentinels, ran, rev, err := t.readSlots(ctx)
 		if err != nil {
 			return t.waitErr(ctx, err)
 		}
@@ -41,12 +41,24 @@ func (t *Term) takeSlot(ctx context.Context) error {
 				taken[l.SlotKey(i)] = true
 			}
 		}
-		free := -1
+		// With a run id, a free slot that ran the firing already is no
+		// use: its record refuses the start. Another free slot may not
+		// have run it yet.
+		free, done := -1, false
 		for i := range n {
-			if !taken[l.SlotKey(i)] {
+			switch {
+			case taken[l.SlotKey(i)]:
+			case ran[i]:
+				done = true
+			default:
 				free = i
+			}
+			if free >= 0 {
 				break
 			}
+		}
+		if free < 0 && done {
+			return runDone(t.c.cfg.RunID, rev)
 		}
 		if free < 0 {
 			t.c.log.Warn("every slot is taken; waiting for one to be freed", "slots", l.SlotPrefix(), "holders", n)
@@ -92,13 +104,13 @@ func (t *Term) takeSlot(ctx context.Context) error {
 	}
 }
 
-// readSlots reads, at one revision, the slot keys and the sentinels that
-// may record a slot, with the own keys intact (else an error wrapping
-// ErrKeyDeleted). A term that holds a slot had fewer than N older terms
+// readSlots reads, at one revision, the slot keys, the sentinels that
+// may record a slot and the slots that ran the run id, with the own keys
+// intact (else an error wrapping ErrKeyDeleted). A term that holds a slot had fewer than N older terms
 // when it passed its wait, so its sentinel is among the N oldest valid
 // ones: the sentinels are read oldest first, on past foreign keys, until N
 // valid ones are in.
-func (t *Term) readSlots(ctx context.Context) (slots, sentinels []*mvccpb.KeyValue, rev int64, err error) {
+func (t *Term) readSlots(ctx context.Context) (slots, sentinels []*mvccpb.KeyValue, ran map[int]bool, rev int64, err error) {
 	l, n := t.c.cfg.Layout, t.c.holders()
 	oldest := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)}
 	mine := false
@@ -106,8 +118,9 @@ func (t *Term) readSlots(ctx context.Context) (slots, sentinels []*mvccpb.KeyVal
 		return t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) error {
 			resp, err := t.c.cfg.Client.Txn(rctx).
 				If(t.intact()...).
-				Then(clientv3.OpGet(l.SlotPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
-					clientv3.OpGet(l.SentinelPrefix(), append(oldest, clientv3.WithLimit(int64(startReadPage+n-1)))...)).
+				Then(append([]clientv3.Op{clientv3.OpGet(l.SlotPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+					clientv3.OpGet(l.SentinelPrefix(), append(oldest, clientv3.WithLimit(int64(startReadPage+n-1)))...)},
+					t.c.readRun()...)...).
 				Commit()
 			if err != nil {
 				return err
@@ -116,6 +129,9 @@ func (t *Term) readSlots(ctx context.Context) (slots, sentinels []*mvccpb.KeyVal
 				return nil
 			}
 			rev = resp.Header.Revision
+			if len(resp.Responses) > 2 {
+				ran = t.c.ranSlots(resp.Responses[2].GetResponseRange().Kvs)
+			}
 			slots = resp.Responses[0].GetResponseRange().Kvs
 			s := resp.Responses[1].GetResponseRange()
 			sentinels = s.Kvs
@@ -134,7 +150,7 @@ func (t *Term) readSlots(ctx context.Context) (slots, sentinels []*mvccpb.KeyVal
 	if err == nil && !mine {
 		err = fmt.Errorf("taking a slot: %w", ErrKeyDeleted)
 	}
-	return slots, sentinels, rev, err
+	return slots, sentinels, ran, rev, err
 }
 
 func (t *Term) tookSlot(key string, rev int64) error {

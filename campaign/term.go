@@ -42,6 +42,10 @@ type Term struct {
 	// next. With one holder, Slot is 0 and SlotRev is Rev.
 	Slot    int
 	SlotRev int64
+
+	// run is the lease of the term's record of Config.RunID, once made
+	// (recordRun); 0 when none is held.
+	run clientv3.LeaseID
 }
 
 // lost ends the term for err, noting first whether it ended early.

@@ -3,6 +3,8 @@ package etcdconn
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -82,9 +84,38 @@ func denied(user string, req any, err error) *refusal {
 			"permission denied: %s may not use key %q (%v): grant the user a role with readwrite on the election's keys",
 			who, key, rpctypes.ErrorDesc(err))
 	}
+	if !slices.ContainsFunc(requestKeys(req), func(k string) bool { return strings.HasPrefix(k, l.RunsPrefix()) }) {
+		return refuse(codes.PermissionDenied, rpctypes.Error(err),
+			"permission denied: %s may not use key %q (%v): grant the user a role with readwrite on prefix %q, on prefix %q and on key %q, and read on key %q",
+			who, key, rpctypes.ErrorDesc(err), l.QueuePrefix(), l.SentinelPrefix(), l.ResignKey(), l.PauseKey())
+	}
+	// A run's record is asked for by --run-id only: its prefix is named
+	// when the refused request used it.
 	return refuse(codes.PermissionDenied, rpctypes.Error(err),
-		"permission denied: %s may not use key %q (%v): grant the user a role with readwrite on prefix %q, on prefix %q and on key %q, and read on key %q",
-		who, key, rpctypes.ErrorDesc(err), l.QueuePrefix(), l.SentinelPrefix(), l.ResignKey(), l.PauseKey())
+		"permission denied: %s may not use key %q (%v): grant the user a role with readwrite on prefix %q, on prefix %q, on prefix %q and on key %q, and read on key %q",
+		who, key, rpctypes.ErrorDesc(err), l.QueuePrefix(), l.SentinelPrefix(), l.RunsPrefix(), l.ResignKey(), l.PauseKey())
+}
+
+// requestKeys are the keys a transaction names, in its compares and its
+// operations.
+func requestKeys(req any) []string {
+	r, ok := req.(*pb.TxnRequest)
+	if !ok {
+		return nil
+	}
+	var keys []string
+	for _, c := range r.Compare {
+		keys = append(keys, string(c.Key))
+	}
+	for _, op := range append(r.Success, r.Failure...) {
+		switch {
+		case op.GetRequestPut() != nil:
+			keys = append(keys, string(op.GetRequestPut().Key))
+		case op.GetRequestRange() != nil:
+			keys = append(keys, string(op.GetRequestRange().Key))
+		}
+	}
+	return keys
 }
 
 // requestKey is the first key a request names, or "".

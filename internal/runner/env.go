@@ -21,15 +21,17 @@ const (
 	// and the same as EnvRev.
 	EnvSlot    = "ETCDLEAD_SLOT"
 	EnvSlotRev = "ETCDLEAD_SLOT_REV"
+	// EnvRunID is the firing's run id (--run-id), set only with one.
+	EnvRunID = "ETCDLEAD_RUN_ID"
 )
 
 // ChildVars are the variables termEnv sets; the inherited environment
 // must not hold them already.
-var ChildVars = []string{EnvName, EnvKey, EnvRev, EnvLease, EnvID, EnvEndpoints, EnvSlot, EnvSlotRev}
+var ChildVars = []string{EnvName, EnvKey, EnvRev, EnvLease, EnvID, EnvEndpoints, EnvSlot, EnvSlotRev, EnvRunID}
 
 // termEnv is what the child learns about its term.
 func (r *Runner) termEnv(t *Leadership) []string {
-	return []string{
+	env := []string{
 		EnvName + "=" + r.cfg.Election,
 		EnvKey + "=" + t.Key,
 		EnvRev + "=" + strconv.FormatInt(t.Rev, 10),
@@ -39,4 +41,8 @@ func (r *Runner) termEnv(t *Leadership) []string {
 		EnvSlot + "=" + strconv.Itoa(t.Slot),
 		EnvSlotRev + "=" + strconv.FormatInt(t.SlotRev, 10),
 	}
+	if r.cfg.RunID != "" {
+		env = append(env, EnvRunID+"="+r.cfg.RunID)
+	}
+	return env
 }

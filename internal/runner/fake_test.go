@@ -113,7 +113,8 @@ type fakeTerm struct {
 func (f *fakeTerm) term() *Leadership {
 	return &Leadership{
 		Key: fmt.Sprintf("p/e/%x", f.n), Rev: int64(10 + f.n), Lease: int64(f.n), SlotRev: int64(10 + f.n),
-		Deadline: func() time.Duration { return time.Hour },
+		Deadline:  func() time.Duration { return time.Hour },
+		ForgetRun: func() { f.j.add("forget run") },
 		Lead: func(ctx context.Context, _ func(time.Duration)) error {
 			f.j.add("hold")
 			defer f.j.add("hold returned")

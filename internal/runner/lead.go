@@ -46,6 +46,7 @@ func (r *Runner) lead(ctx context.Context, term *Leadership) *Outcome {
 			// No child ran, so the term is lost, not failed.
 			r.mon.TermEnded(ops.ReasonPastFence)
 			r.log.Warn("term lost before the child started; campaigning again", "error", err)
+			r.forgetRun(term)
 			return nil
 		case errors.As(err, &execErr):
 			r.mon.TermEnded(ops.ReasonStartFailed)
@@ -132,6 +133,11 @@ func (r *Runner) lead(ctx context.Context, term *Leadership) *Outcome {
 			// etcd: the log never blocks (internal/logbuf).
 			r.log.Info("child exited", "status", res.Code, "reason", res.Reason)
 			r.mon.ChildExited(res.Code, res.Reason == supervisor.ReasonFenced)
+			if r.cfg.RunRetry && !(res.Reason == supervisor.ReasonExited && res.Code == 0 && st == termState{}) {
+				// The child and its descendants are gone: the firing may
+				// run again, here or on another candidate.
+				r.forgetRun(term)
+			}
 			if !mayHold || time.Since(elected) >= r.cfg.HoldAtLeast {
 				endTerm()
 			}
@@ -266,5 +272,12 @@ func (r *Runner) holdRest(held <-chan error, elected time.Time) bool {
 				return false
 			}
 		}
+	}
+}
+
+// forgetRun takes back the term's record of the run id, if any.
+func (r *Runner) forgetRun(term *Leadership) {
+	if term.ForgetRun != nil {
+		term.ForgetRun()
 	}
 }

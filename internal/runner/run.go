@@ -74,6 +74,9 @@ func (r *Runner) campaignFailed(err error) *Outcome {
 		return end(Refused, 0, err)
 	case errors.Is(err, campaign.ErrPaused):
 		return r.pausedEnd()
+	case errors.Is(err, campaign.ErrRunDone):
+		r.log.Info("this firing ran already; exiting", "reason", err)
+		return end(NotLeader, 0, nil)
 	case errors.Is(err, campaign.ErrNotLeader):
 		opt := "--no-wait"
 		if !r.cfg.NoWait {

@@ -26,7 +26,12 @@ type Config struct {
 	HoldAtLeast time.Duration
 	Timeout     time.Duration // 0: none
 	Restart     Restart
-	Holders     int           // --holders: 1 (or 0) for one leader
+	Holders     int // --holders: 1 (or 0) for one leader
+	// RunID is the firing's run id (--run-id), "" for none.
+	RunID string
+	// RunRetry: a term whose child did not exit 0 takes back its record
+	// of the run id (--run-id-retry), so the firing may run again.
+	RunRetry    bool
 	Endpoints   []string      // for messages and the child's environment
 	DialTimeout time.Duration // bounds a --no-wait attempt
 	// Interactive: stdin is this process's controlling terminal, whose
@@ -68,6 +73,9 @@ type Leadership struct {
 	Lead func(ctx context.Context, onRenew func(deadline time.Duration)) error
 	// Revoke ends the term; its keys go with the lease.
 	Revoke func()
+	// ForgetRun takes back the term's record of its run id, if any
+	// (campaign.Term.ForgetRun).
+	ForgetRun func()
 }
 
 // Campaigner wins terms.
@@ -134,7 +142,7 @@ func (c campaigner) Campaign(ctx context.Context) (*Leadership, error) {
 		return nil, err
 	}
 	return &Leadership{Key: t.Key, Rev: t.Rev, Lease: int64(t.Lease), Slot: t.Slot, SlotRev: t.SlotRev,
-		Deadline: t.Deadline, Lead: t.Lead, Revoke: t.Revoke}, err
+		Deadline: t.Deadline, Lead: t.Lead, Revoke: t.Revoke, ForgetRun: t.ForgetRun}, err
 }
 
 // Observer passes the campaign's events on: to the monitor, and to the

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"errors"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -335,4 +336,59 @@ func TestResignQueuesAgainAtOnce(t *testing.T) {
 	}
 	g.sigs <- syscall.SIGTERM
 	wantOutcome(t, g.outcome(t), Stopped, 0)
+}
+
+// With --run-id-retry, a run that did not succeed takes its record back
+// once the child is gone, so the firing may run again; a run that
+// succeeded keeps it. A term lost before its child started takes its
+// record back whatever the options: no child ran.
+func TestRunRecordTakenBack(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		retry  bool
+		code   int
+		forget bool
+	}{
+		{"failed, retry", true, 3, true},
+		{"failed, no retry", false, 3, false},
+		{"succeeded, retry", true, 0, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := baseConfig()
+			cfg.RunID, cfg.RunRetry = "f1", c.retry
+			g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) { return []func(int) (*Leadership, error){g.wins()} })
+			g.keepers.child(t, 0).exit(c.code, supervisor.ReasonExited)
+			wantOutcome(t, g.outcome(t), ChildExited, c.code)
+			if got := slices.Contains(g.j.events, "forget run"); got != c.forget {
+				t.Fatalf("record taken back: %v, want %v; events: %s", got, c.forget, g.j)
+			}
+			if c.forget {
+				g.j.before(t, "child exited", "forget run")
+			}
+			if env := g.keepers.env[0]; !slices.Contains(env, "ETCDLEAD_RUN_ID=f1") {
+				t.Errorf("child env %q lacks the run id", env)
+			}
+		})
+	}
+	t.Run("past fence", func(t *testing.T) {
+		cfg := baseConfig()
+		cfg.RunID = "f1"
+		g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
+			g.keepers.startErr = supervisor.ErrPastFence
+			return []func(int) (*Leadership, error){g.wins()}
+		})
+		g.j.waitFor(t, "forget run", 1)
+		g.j.before(t, "start failed", "forget run")
+		g.sigs <- syscall.SIGTERM
+		wantOutcome(t, g.outcome(t), Stopped, 0)
+	})
+}
+
+// A firing that ran already ends the run as not leader: the conflict
+// code, without a child.
+func TestRunDoneIsNotLeader(t *testing.T) {
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Leadership, error) {
+		return []func(int) (*Leadership, error){fails(fmt.Errorf("campaign: %w", campaign.ErrRunDone))}
+	})
+	wantOutcome(t, g.outcome(t), NotLeader, 0)
 }
