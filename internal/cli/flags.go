@@ -35,6 +35,9 @@ const (
 	flagHolders      = "holders"
 	flagHoldAtLeast  = "hold-at-least"
 	flagTimeout      = "timeout"
+	flagRunID        = "run-id"
+	flagRunIDTTL     = "run-id-ttl"
+	flagRunIDRetry   = "run-id-retry"
 	flagRestart      = "restart"
 	flagStatusAddr   = "status-addr"
 	flagContainment  = "containment"
@@ -69,6 +72,9 @@ const (
 	envHolders      = "ETCDLEAD_HOLDERS"
 	envHoldAtLeast  = "ETCDLEAD_HOLD_AT_LEAST"
 	envTimeout      = "ETCDLEAD_TIMEOUT"
+	envRunID        = runner.EnvRunID // also given to the child
+	envRunIDTTL     = "ETCDLEAD_RUN_ID_TTL"
+	envRunIDRetry   = "ETCDLEAD_RUN_ID_RETRY"
 	envRestart      = "ETCDLEAD_RESTART"
 	envStatusAddr   = "ETCDLEAD_STATUS_ADDR"
 	envContainment  = "ETCDLEAD_CONTAINMENT"
@@ -92,6 +98,7 @@ var fieldFlags = map[any]string{
 	campaign.FieldPrefix:      "--" + flagPrefix,
 	campaign.FieldElection:    "--" + flagElection,
 	campaign.FieldID:          "--" + flagID,
+	campaign.FieldRunID:       "--" + flagRunID,
 }
 
 // inFlags words campaign's refusal of a value in the flag that set it, so

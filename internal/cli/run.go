@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
@@ -91,6 +92,8 @@ func runAction(c *cli.Context, raw []string) (err error) {
 		Logger:         log.Named("campaign"),
 		NoWait:         rc.noWait,
 		Holders:        rc.holders,
+		RunID:          rc.runID,
+		RunTTL:         rc.runIDTTL,
 		Containment:    contained.Mode,
 		Observer:       runner.Observer(mon, keepers),
 	})
@@ -121,6 +124,8 @@ func runAction(c *cli.Context, raw []string) (err error) {
 		Wait:        rc.wait,
 		NoWait:      rc.noWait,
 		Holders:     rc.holders,
+		RunID:       rc.runID,
+		RunRetry:    rc.runIDRetry,
 		Once:        rc.once,
 		HoldAtLeast: rc.holdAtLeast,
 		Timeout:     rc.timeout,
@@ -205,6 +210,12 @@ func runFlags() []cli.Flag {
 			Usage: "keep leadership this long after winning, even if the command ends sooner"}, 0),
 		durationFlag(cli.GenericFlag{Name: flagTimeout, EnvVars: []string{envTimeout}, Category: catWhen, DefaultText: "none",
 			Usage: "stop the command after this long and exit 124, like timeout(1)"}, 0),
+		&cli.StringFlag{Name: flagRunID, EnvVars: []string{envRunID}, Category: catWhen,
+			Usage: "run the command at most once per firing ID (per slot), on whichever candidate wins first, e.g. \"$(date -u +%Y%m%dT%H%M)\""},
+		durationFlag(cli.GenericFlag{Name: flagRunIDTTL, EnvVars: []string{envRunIDTTL}, Category: catWhen,
+			Usage: "how long etcd keeps a --run-id's record; a candidate started later runs the firing again"}, 24*time.Hour),
+		&cli.BoolFlag{Name: flagRunIDRetry, EnvVars: []string{envRunIDRetry}, Category: catWhen,
+			Usage: "take the --run-id's record back when the command fails (exits non-zero or is stopped), so the firing may run again"},
 		&cli.StringFlag{Name: flagRestart, Value: "never", EnvVars: []string{envRestart}, Category: catWhen,
 			Usage: "never, on-failure or always: campaign again after the command exits"},
 		&cli.StringFlag{Name: flagStatusAddr, EnvVars: []string{envStatusAddr}, Category: catOperations,
@@ -230,13 +241,15 @@ func runCommand(raw []string) *cli.Command {
 }
 
 const runExamples = `  etcdlead run --endpoints=10.0.0.5:2379 --election=reports -- ./report
-  etcdlead run --election=nightly --once --no-wait --hold-at-least=60s \
-      --conflict-exit-code=0 -- /usr/local/bin/nightly-report
+  etcdlead run --election=nightly --once --no-wait \
+      --conflict-exit-code=0 --run-id="$(date -u +%Y%m%dT%H%M)" \
+      -- /usr/local/bin/nightly-report
   etcdlead run --restart=always --status-addr=127.0.0.1:9464 -- ./worker
 `
 
 const runExitCodes = `  N        the command's own code, or 128+N when signal N ended it
-  75       not leader when --wait or --no-wait ended (--conflict-exit-code)
+  75       not leader when --wait or --no-wait ended, or the --run-id ran
+           already (--conflict-exit-code)
   76       --once: leadership was lost while the command ran
   124      --timeout: the command ran too long and was stopped
   125      etcdlead failed: options, configuration, authentication, etcd

@@ -40,6 +40,9 @@ type runConfig struct {
 	holders      int
 	holdAtLeast  time.Duration
 	timeout      time.Duration
+	runID        string // --run-id, "" for none
+	runIDTTL     time.Duration
+	runIDRetry   bool
 	restart      string // never, on-failure, always
 	containment  string // supervisor.ContainAuto, ContainCgroup or ContainProcessGroup
 	statusAddr   string
@@ -115,6 +118,9 @@ func parseRunConfig(c *cli.Context, raw []string) (runConfig, error) {
 		return rc, fmt.Errorf("--holders %d is not a number of holders: use 1 (one leader, the default) to %d", rc.holders, campaign.MaxHolders)
 	}
 	if err := parseCronOptions(c, &rc); err != nil {
+		return rc, err
+	}
+	if err := parseRunID(c, &rc); err != nil {
 		return rc, err
 	}
 	rc.path, err = resolveCommand(rc.argv[0])
@@ -209,6 +215,44 @@ func parseCronOptions(c *cli.Context, rc *runConfig) error {
 		if _, _, err := net.SplitHostPort(rc.statusAddr); err != nil {
 			return fmt.Errorf("--status-addr %q is not HOST:PORT: use e.g. 127.0.0.1:9090", rc.statusAddr)
 		}
+	}
+	return nil
+}
+
+// maxRunIDTTL bounds --run-id-ttl: a record is for one firing, and etcd
+// keeps its lease for as long as it lasts.
+const maxRunIDTTL = 30 * 24 * time.Hour
+
+// parseRunID reads --run-id and the options that only it gives a meaning.
+func parseRunID(c *cli.Context, rc *runConfig) error {
+	var err error
+	if rc.runID, err = optText(c, flagRunID, "a name for this firing", "for none"); err != nil {
+		return err
+	}
+	var ttlGiven bool
+	if rc.runIDTTL, ttlGiven, err = optDuration(c, flagRunIDTTL); err != nil {
+		return err
+	}
+	if rc.runIDRetry, err = optBool(c, flagRunIDRetry); err != nil {
+		return err
+	}
+	if rc.runID == "" {
+		switch {
+		case ttlGiven:
+			return errors.New("--run-id-ttl needs --run-id: give the firing a run id, or leave --run-id-ttl out")
+		case rc.runIDRetry:
+			return errors.New("--run-id-retry needs --run-id: give the firing a run id, or leave --run-id-retry out")
+		}
+		return nil
+	}
+	if err := campaign.CheckRunID(rc.runID); err != nil {
+		return inFlags(err)
+	}
+	switch {
+	case rc.runIDTTL < rc.timing.TTL || rc.runIDTTL > maxRunIDTTL || rc.runIDTTL%time.Second != 0:
+		return fmt.Errorf("--run-id-ttl %s is out of range: use whole seconds from the --ttl (%s) to %s", rc.runIDTTL, rc.timing.TTL, maxRunIDTTL)
+	case rc.restart == "always":
+		return errors.New("--run-id runs the command once per firing, --restart always again and again: give one of them")
 	}
 	return nil
 }
