@@ -21,8 +21,9 @@ const (
 // startAuthEtcd starts etcd with auth enabled and a user alice whose role
 // may read and write only election "reports": the queue prefix
 // etcdlead/reports/, the sentinel prefix etcdlead/reports.lease/ and the
-// resign-request key etcdlead/reports.resign, and read the pause key
-// etcdlead/reports.pause, as the README's
+// resign-request key etcdlead/reports.resign, the run records' prefix
+// etcdlead/reports.run/, and read the pause key etcdlead/reports.pause, as
+// the README's
 // "Running against a secured etcd" sets them up. It returns the cluster and
 // a root client.
 func startAuthEtcd(t *testing.T) (*etcdtest.Cluster, *clientv3.Client) {
@@ -42,6 +43,11 @@ func startAuthEtcd(t *testing.T) (*etcdtest.Cluster, *clientv3.Client) {
 		func() error {
 			_, err := c.RoleGrantPermission(ctx, "etcdlead-reports", "etcdlead/reports.lease/",
 				clientv3.GetPrefixRangeEnd("etcdlead/reports.lease/"), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error {
+			_, err := c.RoleGrantPermission(ctx, "etcdlead-reports", "etcdlead/reports.run/",
+				clientv3.GetPrefixRangeEnd("etcdlead/reports.run/"), clientv3.PermissionType(clientv3.PermReadWrite))
 			return err
 		},
 		func() error {
@@ -272,18 +278,31 @@ func TestAuthRoleWithoutPauseKeyIsRefused(t *testing.T) {
 	refusedWithout(t, "etcdlead/reports.pause", `read on key "etcdlead/reports.pause"`)
 }
 
-// refusedWithout takes key from the role of startAuthEtcd and checks that
-// a candidate is refused with a line that says hint, before any child
-// starts and with nothing left in etcd.
-func refusedWithout(t *testing.T, key, hint string) {
+// A role that may not use the run records' prefix, with --run-id: a
+// record that cannot be read is a refusal, never taken for a firing not
+// run yet, and the line names the prefix to grant.
+func TestAuthRoleWithoutRunPrefixIsRefused(t *testing.T) {
+	t.Parallel()
+	refusedWithout(t, "etcdlead/reports.run/", `on prefix "etcdlead/reports.run/"`, "--run-id=20261205T1000")
+}
+
+// refusedWithout takes key (a prefix when it ends in '/') from the role of
+// startAuthEtcd and checks that a candidate run with flags is refused with
+// a line that says hint, before any child starts and with nothing left in
+// etcd.
+func refusedWithout(t *testing.T, key, hint string, flags ...string) {
 	t.Helper()
 	cluster, root := startAuthEtcd(t)
-	if _, err := root.RoleRevokePermission(ctxT(t), "etcdlead-reports", key, ""); err != nil {
+	end := ""
+	if strings.HasSuffix(key, "/") {
+		end = clientv3.GetPrefixRangeEnd(key)
+	}
+	if _, err := root.RoleRevokePermission(ctxT(t), "etcdlead-reports", key, end); err != nil {
 		t.Fatal(err)
 	}
 	pw := "--password-file=" + writeFile(t, "password", alicePassword)
-	o := runEtcdlead(t, nil, "run", "--endpoints="+cluster.Endpoints()[0], "--election=reports", "--user=alice", pw,
-		"--ttl=2s", "--", "sh", "-c", "echo started")
+	args := append([]string{"run", "--endpoints=" + cluster.Endpoints()[0], "--election=reports", "--user=alice", pw, "--ttl=2s"}, flags...)
+	o := runEtcdlead(t, nil, append(args, "--", "sh", "-c", "echo started")...)
 	o.failure(t, 125, "permission denied", hint)
 	if o.stdout != "" {
 		t.Errorf("a child ran: %q", o.stdout)

@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,26 +15,22 @@ import (
 	"github.com/etcdlead/etcdlead/internal/testsupport/etcdtest"
 )
 
-// readmeCronFlags returns the options of the README's crontab line, without
-// --endpoints (the test's etcd stands in for it).
+// readmeCronFlags returns the options of the README's crontab line, as
+// the shell cron hands it to expands them, without --endpoints (the test's
+// etcd stands in for it).
 func readmeCronFlags(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	command := readmeCronCommand(t, "ENDPOINTS", []string{"JOB"})
+	words, ok := strings.CutPrefix(command, "etcdlead run ")
+	if !ok {
+		t.Fatalf("README.md's cron line is not `etcdlead run ...`: %q", command)
+	}
+	out, err := exec.Command("/bin/sh", "-c", `args() { printf '%s\n' "$@"; }; args `+words).Output()
 	if err != nil {
-		t.Fatal(err)
-	}
-	_, after, ok := strings.Cut(string(b), "\n```cron\n")
-	line, _, ok2 := strings.Cut(after, "\n")
-	if !ok || !ok2 {
-		t.Fatal("README.md has no cron block")
-	}
-	fields := strings.Fields(line)
-	// Five time fields, then `etcdlead run`, the options, `--`, the job.
-	if len(fields) < 8 || fields[5] != "etcdlead" || fields[6] != "run" {
-		t.Fatalf("README.md's cron line is not `... etcdlead run ...`: %q", line)
+		t.Fatalf("README.md's cron line: the shell refused its words: %v", err)
 	}
 	var flags []string
-	for _, f := range fields[7:] {
+	for _, f := range strings.Split(strings.TrimSuffix(string(out), "\n"), "\n") {
 		if f == "--" {
 			return flags
 		}
@@ -41,7 +38,7 @@ func readmeCronFlags(t *testing.T) []string {
 			flags = append(flags, f)
 		}
 	}
-	t.Fatalf("README.md's cron line has no -- before the job: %q", line)
+	t.Fatalf("README.md's cron line has no -- before the job: %q", command)
 	return nil
 }
 
@@ -121,15 +118,22 @@ func readmeCronCommand(t *testing.T, endpoints string, job []string) string {
 		t.Fatalf("README.md's cron line is not `etcdlead run --endpoints=... OPTIONS -- JOB`: %q", line)
 	}
 	words[endpointsAt] = "--endpoints=" + endpoints
-	return strings.Join(append(words[:jobAt], job...), " ")
+	// cron ends the command at an unescaped '%' and hands '\%' on as '%'.
+	command := strings.Join(append(words[:jobAt], job...), " ")
+	if strings.Contains(strings.ReplaceAll(command, `\%`, ""), "%") {
+		t.Fatalf("README.md's cron line has a %% that cron would take for a newline: %q", line)
+	}
+	return strings.ReplaceAll(command, `\%`, "%")
 }
 
 // cronFiring runs command as cron does, through /bin/sh -c, with the test's
-// binaries on PATH and the test's key prefix in the environment.
-func (e *env) cronFiring(name, command string) *candidate {
+// binaries on PATH, before them the directories in first, and the test's
+// key prefix in the environment.
+func (e *env) cronFiring(name, command string, first ...string) *candidate {
 	e.t.Helper()
 	cmd := exec.Command("/bin/sh", "-c", command)
-	cmd.Env = append(os.Environ(), "PATH="+binDir+":"+os.Getenv("PATH"), "ETCDLEAD_PREFIX="+e.prefix)
+	path := strings.Join(append(first, binDir, os.Getenv("PATH")), ":")
+	cmd.Env = append(os.Environ(), "PATH="+path, "ETCDLEAD_PREFIX="+e.prefix)
 	// Its own process group, so that the shell's etcdlead goes with it
 	// should the test end early.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -142,9 +146,8 @@ func (e *env) cronFiring(name, command string) *candidate {
 // three machines' cron would: the job runs once, every machine exits as
 // cron wants to see it, and only a failure writes anything to stderr (what
 // cron mails): the winner's own story when the job fails, one line naming
-// the cause when etcd is out of reach. The winner keeps its leadership for
-// the line's --hold-at-least, so the first two cases take that long; they
-// run in parallel with the rest of the package.
+// the cause when etcd is out of reach. The cases run in parallel with the
+// rest of the package.
 func TestReadmeCronLineThreeMachines(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
@@ -212,6 +215,37 @@ func TestReadmeCronLineThreeMachines(t *testing.T) {
 				t.Errorf("the job ran %d times, want %d", runs, wantRuns)
 			}
 		})
+	}
+}
+
+// The README's cron line fired on a machine whose cron started the job
+// after the winner's run had ended, in the same minute by its clock (a
+// `date` that always answers that minute stands for it): the firing is
+// recorded, so the late machine exits 0 without running the job and
+// without writing a thing.
+func TestReadmeCronLineLateMachineDoesNotRunAgain(t *testing.T) {
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	e := newEnv(t, cluster.Endpoints())
+	clock := t.TempDir()
+	date := "#!/bin/sh\necho 20261205T1000\n"
+	if err := os.WriteFile(filepath.Join(clock, "date"), []byte(date), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	command := readmeCronCommand(t, strings.Join(cluster.Endpoints(), ","), e.probe("-exit", "0"))
+	first := e.cronFiring("m1", command, clock)
+	if code := first.exit(t); code != 0 || !strings.HasPrefix(allOf(t, first.out), "ready") {
+		t.Fatalf("the first machine exited %d without running the job", code)
+	}
+	late := e.cronFiring("m2", command, clock)
+	if code := late.exit(t); code != 0 {
+		t.Errorf("the late machine exited %d, want 0", code)
+	}
+	checkSaid(t, "the late machine", allOf(t, late.log), "")
+	if out := allOf(t, late.out); out != "" {
+		t.Errorf("the late machine wrote to stdout:\n%s", out)
+	}
+	if runs := e.jobRuns(t); runs != 1 {
+		t.Errorf("the job ran %d times, want once", runs)
 	}
 }
 
