@@ -3,6 +3,7 @@ package ops
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"time"
@@ -28,6 +29,8 @@ type Instance struct {
 	Slot    *int `json:"slot,omitempty"`
 	// Containment is what holds the command's processes together.
 	Containment *Containment `json:"containment,omitempty"`
+	// Checks are the health and eligibility checks' last verdicts.
+	Checks map[string]Check `json:"checks,omitempty"`
 }
 
 // Containment is "cgroup", with this instance's cgroup directory (one
@@ -50,6 +53,9 @@ func (m *Monitor) Snapshot() Instance {
 	if m.containment.Mode != "" {
 		c := m.containment
 		s.Containment = &c
+	}
+	if len(m.checks) > 0 {
+		s.Checks = maps.Clone(m.checks)
 	}
 	if m.holders > 1 {
 		s.Holders = m.holders

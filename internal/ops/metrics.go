@@ -25,6 +25,8 @@ var help = map[string]string{
 	"etcdlead_barrier_waits_total":      "Times a predecessor's lease outlived its key and this instance waited for it.",
 	"etcdlead_child_starts_total":       "Commands started.",
 	"etcdlead_child_exits_total":        "Commands ended, by exit code.",
+	"etcdlead_check_ok":                 "1 while the check's verdict is healthy (check=health) or eligible (check=eligible), else 0.",
+	"etcdlead_check_failures_total":     "Checks that failed, by check.",
 }
 
 // metrics are one Monitor's own series, in a set of its own: nothing
@@ -69,6 +71,16 @@ func (m metrics) change(reason string) *vm.Counter {
 // exit is the counter of commands that ended with code.
 func (m metrics) exit(code int) *vm.Counter {
 	return m.set.GetOrCreateCounter(series("etcdlead_child_exits_total", "code", strconv.Itoa(code)))
+}
+
+// check is the gauge of a check's verdict.
+func (m metrics) check(name string) *vm.Gauge {
+	return m.set.GetOrCreateGauge(series("etcdlead_check_ok", "check", name), nil)
+}
+
+// checkFailures counts a check's failures.
+func (m metrics) checkFailures(name string) *vm.Counter {
+	return m.set.GetOrCreateCounter(series("etcdlead_check_failures_total", "check", name))
 }
 
 // writeTo writes the set in the text format, each etcdlead family with

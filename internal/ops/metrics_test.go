@@ -92,6 +92,7 @@ func TestMetricsTypesHelpAndValues(t *testing.T) {
 	m.BarrierWait()
 	m.ChildExited(2, true)
 	m.TermEnded(ReasonFenced)
+	m.Checked(CheckHealth, Check{Status: "unhealthy"}, false)
 	mfs := scrape(t, Handler(m))
 
 	types := map[string]dto.MetricType{
@@ -101,7 +102,8 @@ func TestMetricsTypesHelpAndValues(t *testing.T) {
 		"etcdlead_renewal_failures_total":   dto.MetricType_COUNTER, "etcdlead_fence_firings_total": dto.MetricType_COUNTER,
 		"etcdlead_barrier_waits_total": dto.MetricType_COUNTER, "etcdlead_child_starts_total": dto.MetricType_COUNTER,
 		"etcdlead_child_exits_total": dto.MetricType_COUNTER,
-		"go_goroutines":              dto.MetricType_GAUGE, "process_resident_memory_bytes": dto.MetricType_GAUGE,
+		"etcdlead_check_ok":          dto.MetricType_GAUGE, "etcdlead_check_failures_total": dto.MetricType_COUNTER,
+		"go_goroutines": dto.MetricType_GAUGE, "process_resident_memory_bytes": dto.MetricType_GAUGE,
 		"process_cpu_seconds_total": dto.MetricType_COUNTER, "process_open_fds": dto.MetricType_GAUGE,
 	}
 	for name, typ := range types {

@@ -15,7 +15,8 @@ const (
 	RoleLeading     = "leading"
 	RoleHolding     = "holding" // leading after the command ended (--hold-at-least)
 	RoleBackingOff  = "backing-off"
-	RolePaused      = "paused" // the election is paused (etcdlead pause): waiting for its resume
+	RolePaused      = "paused"     // the election is paused (etcdlead pause): waiting for its resume
+	RoleIneligible  = "ineligible" // --eligible-cmd fails: not queued
 	RoleStopping    = "stopping"
 )
 
@@ -38,11 +39,13 @@ const (
 	ReasonPastFence   = "past-fence"   // won too late to start the command
 	ReasonStartFailed = "start-failed"
 	ReasonKeeperLost  = "keeper-lost"
+	ReasonUnhealthy   = "unhealthy"  // stepped down: the command's health check failed
+	ReasonIneligible  = "ineligible" // stepped down: --eligible-cmd failed
 )
 
 var reasons = []string{ReasonElected, ReasonExited, ReasonStopped, ReasonTimeout, ReasonResigned,
 	ReasonKeyDeleted, ReasonKeyReplaced, ReasonLeaseLost, ReasonFenced, ReasonLost, ReasonRefused,
-	ReasonPastFence, ReasonStartFailed, ReasonKeeperLost}
+	ReasonPastFence, ReasonStartFailed, ReasonKeeperLost, ReasonUnhealthy, ReasonIneligible}
 
 // Monitor is what this instance knows about itself, for /healthz, /leader,
 // /status, /metrics and systemd. The campaign reports renewals to it; the
@@ -66,6 +69,9 @@ type Monitor struct {
 	// term this instance holds (-1 for none).
 	holders, slot int
 	containment   Containment
+	// checks are the health and eligibility checks' last verdicts, by
+	// check name (CheckHealth, CheckEligible).
+	checks map[string]Check
 
 	m metrics
 }
@@ -127,10 +133,6 @@ func (m *Monitor) SetRole(role string) {
 	m.mu.Lock()
 	changed := m.role != role
 	m.role = role
-	holder := ""
-	if m.holders > 1 && m.slot >= 0 && (role == RoleLeading || role == RoleHolding) {
-		holder = fmt.Sprintf(" (holder, slot %d of %d)", m.slot, m.holders)
-	}
 	m.mu.Unlock()
 	if !changed {
 		return
@@ -140,9 +142,24 @@ func (m *Monitor) SetRole(role string) {
 		// was not its own (a signal from elsewhere).
 		m.notify("STOPPING=1")
 	}
+	m.sayRole()
+}
+
+// sayRole sends STATUS= with the role, and what goes with it: the slot of
+// a holder, the command's health while it leads.
+func (m *Monitor) sayRole() {
+	m.mu.Lock()
+	role, extra := m.role, ""
+	if m.holders > 1 && m.slot >= 0 && (role == RoleLeading || role == RoleHolding) {
+		extra = fmt.Sprintf(" (holder, slot %d of %d)", m.slot, m.holders)
+	}
+	if c, ok := m.checks[CheckHealth]; ok && role == RoleLeading {
+		extra += ", command " + c.Status
+	}
+	m.mu.Unlock()
 	// One line whatever the id: sd_notify reads each line of a message as
 	// a variable of its own, so a newline could set MAINPID= or READY=.
-	m.notify("STATUS=" + role + " " + oneline.Quote(m.election) + " as " + oneline.Quote(m.id) + holder)
+	m.notify("STATUS=" + role + " " + oneline.Quote(m.election) + " as " + oneline.Quote(m.id) + extra)
 }
 
 // Holder says which slot of how many holders the term now won holds
@@ -225,6 +242,41 @@ func (m *Monitor) Leading() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.childPid != 0 && m.key != ""
+}
+
+// The checks Checked reports on.
+const (
+	CheckHealth   = "health"   // --health-cmd or --health-url: the command's health
+	CheckEligible = "eligible" // --eligible-cmd: whether this candidate may lead
+)
+
+// Check is a check's last verdict, for /status.
+type Check struct {
+	Status  string    `json:"status"`  // starting, healthy or unhealthy (eligible: eligible or ineligible)
+	Failing int       `json:"failing"` // failures in a row that count
+	Last    string    `json:"last"`    // what the last check said
+	Output  string    `json:"output,omitempty"`
+	At      time.Time `json:"at"`
+}
+
+// Checked records a check's result and the verdict after it. A change of
+// the command's health while leading reaches STATUS= at once.
+func (m *Monitor) Checked(name string, c Check, ok bool) {
+	m.mu.Lock()
+	if m.checks == nil {
+		m.checks = map[string]Check{}
+	}
+	before, seen := m.checks[name]
+	m.checks[name] = c
+	role := m.role
+	m.mu.Unlock()
+	m.m.check(name).Set(map[bool]float64{false: 0, true: 1}[c.Status == "healthy" || c.Status == "eligible"])
+	if !ok {
+		m.m.checkFailures(name).Inc()
+	}
+	if name == CheckHealth && role == RoleLeading && (!seen || before.Status != c.Status) {
+		m.sayRole()
+	}
 }
 
 // Say sends a free-form status line to systemd.

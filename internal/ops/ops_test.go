@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -98,12 +99,46 @@ func TestStatusAndNotify(t *testing.T) {
 	}
 	want := Instance{Election: "jobs", ID: "c1", Role: RoleLeading, Healthy: true, Leading: true,
 		Key: "p/jobs/1", Rev: 7, Lease: "1f", ChildPid: 42}
-	if s != want {
+	if !reflect.DeepEqual(s, want) {
 		t.Errorf("/status %+v, want %+v", s, want)
 	}
 	wantSent := []string{"READY=1", "STATUS=campaigning jobs as c1", "STATUS=leading jobs as c1"}
 	if strings.Join(sent, "|") != strings.Join(wantSent, "|") {
 		t.Errorf("notified %q, want %q", sent, wantSent)
+	}
+}
+
+// The command's health check: its verdict in /status, in STATUS= while
+// leading (once per change), and in /metrics with its failures.
+func TestHealthCheckReported(t *testing.T) {
+	var sent []string
+	m := New("jobs", "c1", "v1.2.3", 10*time.Second, func(s string) { sent = append(sent, s) })
+	m.Queued("p/jobs/1")
+	m.Elected("p/jobs/1", 7, 0x1f)
+	m.ChildStarted(42)
+	at := time.Unix(1000, 0).UTC()
+	m.Checked(CheckHealth, Check{Status: "healthy", Last: "passed (0)", At: at}, true)
+	m.Checked(CheckHealth, Check{Status: "healthy", Failing: 1, Last: "failed (1)", At: at}, false)
+	m.Checked(CheckHealth, Check{Status: "unhealthy", Failing: 2, Last: "failed (1)", Output: "db down", At: at}, false)
+	_, body := get(t, Handler(m), "/status")
+	var s Instance
+	if err := json.Unmarshal([]byte(body), &s); err != nil {
+		t.Fatal(err)
+	}
+	want := Check{Status: "unhealthy", Failing: 2, Last: "failed (1)", Output: "db down", At: at}
+	if got := s.Checks[CheckHealth]; got != want {
+		t.Errorf("/status checks %+v, want %+v", s.Checks, want)
+	}
+	wantSent := []string{"READY=1", "STATUS=campaigning jobs as c1", "STATUS=leading jobs as c1",
+		"STATUS=leading jobs as c1, command healthy", "STATUS=leading jobs as c1, command unhealthy"}
+	if strings.Join(sent, "|") != strings.Join(wantSent, "|") {
+		t.Errorf("notified %q, want %q", sent, wantSent)
+	}
+	_, metrics := get(t, Handler(m), "/metrics")
+	for _, line := range []string{`etcdlead_check_ok{check="health"} 0`, `etcdlead_check_failures_total{check="health"} 2`} {
+		if !strings.Contains(metrics, line+"\n") {
+			t.Errorf("/metrics lacks %s", line)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -13,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/etcdlead/etcdlead/campaign"
+	"github.com/etcdlead/etcdlead/internal/health"
 	"github.com/etcdlead/etcdlead/internal/ops"
 	"github.com/etcdlead/etcdlead/signals"
 	"github.com/etcdlead/etcdlead/supervisor"
@@ -87,6 +89,49 @@ func (j *journal) before(t *testing.T, a, b string) {
 	}
 }
 
+// count is how many times event happened.
+func (j *journal) count(event string) int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	n := 0
+	for _, e := range j.events {
+		if e == event {
+			n++
+		}
+	}
+	return n
+}
+
+// has reports whether event happened.
+func (j *journal) has(event string) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return slices.Contains(j.events, event)
+}
+
+// settledBefore checks that every start had its done before the first
+// event: nothing begun with start was under way at event.
+func (j *journal) settledBefore(t *testing.T, start, done, event string) {
+	t.Helper()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	open := 0
+	for _, e := range j.events {
+		switch e {
+		case start:
+			open++
+		case done:
+			open--
+		case event:
+			if open != 0 {
+				t.Fatalf("%q under way at %q; events: %s", start, event, strings.Join(j.events, ", "))
+			}
+			return
+		}
+	}
+	t.Fatalf("no %q; events: %s", event, strings.Join(j.events, ", "))
+}
+
 // inOrder checks that events happened in this order (others between).
 func (j *journal) inOrder(t *testing.T, events ...string) {
 	t.Helper()
@@ -108,6 +153,8 @@ type fakeTerm struct {
 	j    *journal
 	n    int
 	lose chan error
+	// waiting is what Waiting answers: whether a candidate waits.
+	waiting bool
 }
 
 func (f *fakeTerm) term() *Leadership {
@@ -115,6 +162,10 @@ func (f *fakeTerm) term() *Leadership {
 		Key: fmt.Sprintf("p/e/%x", f.n), Rev: int64(10 + f.n), Lease: int64(f.n), SlotRev: int64(10 + f.n),
 		Deadline:  func() time.Duration { return time.Hour },
 		ForgetRun: func() { f.j.add("forget run") },
+		Waiting: func(context.Context) (bool, error) {
+			f.j.add("waiting?")
+			return f.waiting, nil
+		},
 		Lead: func(ctx context.Context, _ func(time.Duration)) error {
 			f.j.add("hold")
 			defer f.j.add("hold returned")
@@ -136,6 +187,52 @@ type fakeCampaigner struct {
 	answers []func(n int) (*Leadership, error)
 	mu      sync.Mutex
 	calls   int
+	// vacant: AwaitVacant answers at once that the election has no
+	// candidate; else it waits for its context.
+	vacant bool
+}
+
+func (c *fakeCampaigner) AwaitVacant(ctx context.Context) error {
+	c.j.add("await vacant")
+	if c.vacant {
+		return nil
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// fakeProbe is a check whose every answer the test gives (answer); a
+// check stopped before it is answered notes "<name> stopped".
+type fakeProbe struct {
+	j       *journal
+	name    string
+	answers chan health.Result
+}
+
+func newProbe(j *journal, name string) *fakeProbe {
+	return &fakeProbe{j: j, name: name, answers: make(chan health.Result)}
+}
+
+func (p *fakeProbe) Check(ctx context.Context, _ time.Duration) health.Result {
+	p.j.add(p.name + " check")
+	defer p.j.add(p.name + " done")
+	select {
+	case r := <-p.answers:
+		r.At = time.Now()
+		return r
+	case <-ctx.Done():
+		return health.Result{Err: "stopped"}
+	}
+}
+
+// answer gives the next check its answer, once one runs.
+func (p *fakeProbe) answer(t *testing.T, ok bool) {
+	t.Helper()
+	select {
+	case p.answers <- health.Result{OK: ok, Code: map[bool]int{true: 0, false: 1}[ok]}:
+	case <-time.After(safety):
+		t.Fatalf("no %s check ran within %s; events: %s", p.name, safety, p.j)
+	}
 }
 
 func (c *fakeCampaigner) Campaign(ctx context.Context) (*Leadership, error) {

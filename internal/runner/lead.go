@@ -22,7 +22,8 @@ type termState struct {
 func (st termState) stopping() bool { return st.stopped || st.lost != nil || st.timedOut }
 
 // lead runs the child for one term and ends the term: the child's whole
-// group is gone before the lease is revoked. nil means campaign again.
+// group, and every check's, is gone before the lease is revoked. nil means
+// campaign again.
 func (r *Runner) lead(ctx context.Context, term *Leadership) *Outcome {
 	// Revoked once, by endTerm or on the way out, after the hold below.
 	revoked := false
@@ -36,33 +37,13 @@ func (r *Runner) lead(ctx context.Context, term *Leadership) *Outcome {
 	}
 	r.mon.Elected(term.Key, term.Rev, term.Lease)
 	r.mon.Holder(term.Slot, r.cfg.Holders)
-	child, err := r.keepers.Start(term.Deadline(), r.termEnv(term))
-	if err != nil {
-		var execErr *supervisor.ExecError
-		switch {
-		case errors.Is(err, supervisor.ErrPastFence):
-			// Frozen or delayed between the confirmation and the fork: the
-			// lease may end before the child could be stopped in order.
-			// No child ran, so the term is lost, not failed.
-			r.mon.TermEnded(ops.ReasonPastFence)
-			r.log.Warn("term lost before the child started; campaigning again", "error", err)
-			r.forgetRun(term)
-			return nil
-		case errors.As(err, &execErr):
-			r.mon.TermEnded(ops.ReasonStartFailed)
-			return end(ExecFailed, execErr.Code, execErr)
-		}
-		r.mon.TermEnded(ops.ReasonStartFailed)
-		return end(Failed, 0, err)
+	child, o := r.startChild(term)
+	if child == nil {
+		return o
 	}
 	elected := time.Now()
-	if r.cfg.Holders > 1 {
-		r.log.Info("child started as holder", "pid", child.Pid(), "rev", term.Rev, "slot", term.Slot,
-			"slot_rev", term.SlotRev, "holders", r.cfg.Holders)
-	} else {
-		r.log.Info("child started", "pid", child.Pid(), "rev", term.Rev)
-	}
-	r.mon.ChildStarted(child.Pid())
+	checks := r.startTermChecks(ctx, term)
+	defer checks.stop() // before the revoke above
 
 	// The term is held for as long as lead runs, and lead returns only
 	// once Lead has returned: no renewal outlives the term.
@@ -76,10 +57,11 @@ func (r *Runner) lead(ctx context.Context, term *Leadership) *Outcome {
 			<-held
 		}
 	}()
-	// endTerm revokes the term once the child's processes are gone: the
-	// next candidate waits on the revoke. Lead returns first, so no renewal
-	// follows the revoke.
+	// endTerm revokes the term once the child's processes and the checks'
+	// are gone: the next candidate waits on the revoke. Lead returns
+	// first, so no renewal follows the revoke.
 	endTerm := func() {
+		checks.stop()
 		hcancel()
 		if renewing {
 			<-held
@@ -96,9 +78,26 @@ func (r *Runner) lead(ctx context.Context, term *Leadership) *Outcome {
 	}
 
 	var st termState
+	// Between a command stopped for a restart in place and the next one,
+	// child is nil and restartAt fires when the next may start.
+	restarting := false
+	var restartAt <-chan time.Time
+	lastCode := 0
 	for {
+		var childDone <-chan struct{}
+		if child != nil {
+			childDone = child.Done()
+		}
 		select {
 		case s := <-r.sigs.C:
+			if child == nil {
+				if r.onSignal(s, signals.BackingOff, nil) == signals.Exit {
+					endTerm()
+					r.mon.TermEnded(ops.ReasonStopped)
+					return end(Stopped, lastCode, nil)
+				}
+				break
+			}
 			phase := signals.Leading
 			if st.stopped {
 				phase = signals.Stopping
@@ -108,6 +107,11 @@ func (r *Runner) lead(ctx context.Context, term *Leadership) *Outcome {
 			}
 		case err := <-held:
 			renewing = false
+			if child == nil {
+				r.logTermEnd(err, "while the command was down for a restart")
+				endTerm()
+				return r.afterChild(supervisor.Result{Code: lastCode, Reason: supervisor.ReasonStopped}, termState{lost: err})
+			}
 			if !st.stopping() {
 				// Stop first: a log write can block on a stalled stderr.
 				child.Stop(r.cfg.KillSignal)
@@ -119,16 +123,70 @@ func (r *Runner) lead(ctx context.Context, term *Leadership) *Outcome {
 			if st.stopped || st.lost != nil {
 				break // a stop is under way; its cause came first
 			}
-			child.Stop(r.cfg.KillSignal)
 			st.timedOut = true
+			if child == nil {
+				endTerm()
+				r.mon.TermEnded(ops.ReasonTimeout)
+				return end(TimedOut, lastCode, nil)
+			}
+			child.Stop(r.cfg.KillSignal)
 			r.log.Warn("command ran past --timeout; child stopping", "timeout", r.cfg.Timeout, "signal", signals.Name(r.cfg.KillSignal))
-		case <-child.Done():
+		case x := <-checks.eligible:
+			if st.stopping() {
+				break
+			}
+			st.lost = errIneligible
+			if child == nil {
+				endTerm()
+				return r.afterChild(supervisor.Result{Code: lastCode, Reason: supervisor.ReasonStopped}, st)
+			}
+			child.Stop(r.cfg.KillSignal)
+			r.log.Warn("no longer eligible (--eligible-cmd); stepping down, child stopping", "check", x.Summary(),
+				"signal", signals.Name(r.cfg.KillSignal))
+		case v := <-checks.verdicts:
+			if st.stopping() || restarting || child == nil {
+				break
+			}
+			r.dampingAfterQuiet()
+			checks.stopHealth()
+			child.Stop(r.cfg.KillSignal)
+			if v.stepDown {
+				st.lost = errUnhealthy
+				r.log.Warn("the command is unhealthy; stepping down for a waiting candidate, child stopping", "check", v.res.Summary(),
+					"signal", signals.Name(r.cfg.KillSignal))
+				break
+			}
+			restarting = true
+			why := "--health-action=restart"
+			if !r.cfg.Health.Restart {
+				why = "no other candidate waits"
+			}
+			r.log.Warn("the command is unhealthy; restarting it in place, child stopping", "check", v.res.Summary(), "because", why,
+				"signal", signals.Name(r.cfg.KillSignal))
+		case <-restartAt:
+			restartAt = nil
+			if child, o = r.startChild(term); child == nil {
+				endTerm()
+				return o
+			}
+			checks.startHealth()
+		case <-childDone:
 			r.log.Trace("child done")
 			res := child.Result()
+			if restarting && !st.stopping() && res.Reason != supervisor.ReasonFenced && res.Reason != supervisor.ReasonKeeperLost {
+				restarting = false
+				lastCode = res.Code
+				r.log.Info("child exited", "status", res.Code, "reason", res.Reason)
+				r.mon.ChildExited(res.Code, false)
+				d := r.restarts.NextBackOff()
+				r.log.Info("restarting the command in place", "in", d)
+				child, restartAt = nil, time.After(d)
+				break
+			}
 			// Only a child that simply ended, in a term still held, may
 			// leave its term held on by --hold-at-least (holdRest below);
 			// every other term ends now.
-			mayHold := res.Reason == supervisor.ReasonExited && st == (termState{}) && renewing
+			mayHold := res.Reason == supervisor.ReasonExited && st == (termState{}) && !restarting && renewing
 			// Said before the revoke, which may wait out an unreachable
 			// etcd: the log never blocks (internal/logbuf).
 			r.log.Info("child exited", "status", res.Code, "reason", res.Reason)
@@ -152,6 +210,38 @@ func (r *Runner) lead(ctx context.Context, term *Leadership) *Outcome {
 	}
 }
 
+// startChild starts the term's command. A nil child comes with the
+// outcome: nil to campaign again.
+func (r *Runner) startChild(term *Leadership) (Child, *Outcome) {
+	child, err := r.keepers.Start(term.Deadline(), r.termEnv(term))
+	if err != nil {
+		var execErr *supervisor.ExecError
+		switch {
+		case errors.Is(err, supervisor.ErrPastFence):
+			// Frozen or delayed between the confirmation and the fork: the
+			// lease may end before the child could be stopped in order.
+			// No child ran, so the term is lost, not failed.
+			r.mon.TermEnded(ops.ReasonPastFence)
+			r.log.Warn("term lost before the child started; campaigning again", "error", err)
+			r.forgetRun(term)
+			return nil, nil
+		case errors.As(err, &execErr):
+			r.mon.TermEnded(ops.ReasonStartFailed)
+			return nil, end(ExecFailed, execErr.Code, execErr)
+		}
+		r.mon.TermEnded(ops.ReasonStartFailed)
+		return nil, end(Failed, 0, err)
+	}
+	if r.cfg.Holders > 1 {
+		r.log.Info("child started as holder", "pid", child.Pid(), "rev", term.Rev, "slot", term.Slot,
+			"slot_rev", term.SlotRev, "holders", r.cfg.Holders)
+	} else {
+		r.log.Info("child started", "pid", child.Pid(), "rev", term.Rev)
+	}
+	r.mon.ChildStarted(child.Pid())
+	return child, nil
+}
+
 // afterChild maps how the child ended to what the run does next: nil means
 // campaign again.
 func (r *Runner) afterChild(res supervisor.Result, st termState) *Outcome {
@@ -170,7 +260,8 @@ func (r *Runner) afterChild(res supervisor.Result, st termState) *Outcome {
 	case res.Reason == supervisor.ReasonFenced || st.lost != nil:
 		reason := lostReason(st.lost, res)
 		r.mon.TermEnded(reason)
-		r.resigned = reason == ops.ReasonResigned || reason == ops.ReasonPaused
+		r.resigned = reason == ops.ReasonResigned || reason == ops.ReasonPaused || reason == ops.ReasonIneligible
+		r.unhealthy = reason == ops.ReasonUnhealthy
 		if reason == ops.ReasonPaused {
 			r.log.Info("stopped the command: the election is paused")
 			if r.cfg.Once {
@@ -211,6 +302,10 @@ func lostReason(lost error, res supervisor.Result) string {
 		return ops.ReasonResigned
 	case errors.Is(lost, campaign.ErrPaused):
 		return ops.ReasonPaused
+	case errors.Is(lost, errUnhealthy):
+		return ops.ReasonUnhealthy
+	case errors.Is(lost, errIneligible):
+		return ops.ReasonIneligible
 	case errors.Is(lost, campaign.ErrKeyDeleted):
 		return ops.ReasonKeyDeleted
 	case errors.Is(lost, campaign.ErrKeyReplaced):

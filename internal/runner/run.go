@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/etcdlead/etcdlead/campaign"
+	"github.com/etcdlead/etcdlead/internal/health"
 	"github.com/etcdlead/etcdlead/internal/ops"
 	"github.com/etcdlead/etcdlead/signals"
 )
@@ -35,6 +37,9 @@ func (r *Runner) Run(ctx context.Context) *Outcome {
 	b.MaxElapsedTime = 0 // a daemon must outlive any etcd outage
 	r.mon.Say("connecting to etcd")
 	for {
+		if o := r.awaitEligible(ctx); o != nil {
+			return o
+		}
 		term, err := r.campaign(ctx)
 		r.resigned = false
 		if err != nil {
@@ -55,7 +60,15 @@ func (r *Runner) Run(ctx context.Context) *Outcome {
 			// A resign or a pause is an operator's request, not a
 			// failure: its lease is revoked, and the candidate queues
 			// again at once, at the back (after a pause, once it is
-			// lifted). The backoff is for what failed.
+			// lifted). So does one no longer eligible, once it is again.
+			// The backoff is for what failed.
+			continue
+		}
+		if r.unhealthy {
+			r.unhealthy = false
+			if err := r.sitOutSick(ctx); err != nil {
+				return end(Stopped, 0, nil)
+			}
 			continue
 		}
 		if err := r.pause(ctx, b.NextBackOff()); err != nil {
@@ -91,6 +104,9 @@ func (r *Runner) campaignFailed(err error) *Outcome {
 		return end(Unreachable, 0, fmt.Errorf("etcd at %v not reached within --dial-timeout %s (--no-wait): %v", r.cfg.Endpoints, r.cfg.DialTimeout, err))
 	case errors.Is(err, campaign.ErrUnreachable), r.cfg.Wait > 0 && !time.Now().Before(r.waitUntil):
 		return end(Unreachable, 0, fmt.Errorf("etcd at %v unreachable for --wait %s: %v", r.cfg.Endpoints, r.cfg.Wait, err))
+	case errors.Is(err, errIneligible):
+		r.resigned = true
+		return nil
 	case errors.Is(err, campaign.ErrResigned):
 		r.log.Info("stepped down on request before leading; campaigning again")
 		r.resigned = true
@@ -129,11 +145,19 @@ func (r *Runner) pause(ctx context.Context, d time.Duration) error {
 		r.log.Info("backing off", "delay", d, "wait_left", left)
 	}
 	r.mon.SetRole(ops.RoleBackingOff)
+	return r.idle(ctx, d, nil)
+}
+
+// idle waits d, or until early is closed, answering signals; a stop
+// signal or ctx ends it with errStopped.
+func (r *Runner) idle(ctx context.Context, d time.Duration, early <-chan struct{}) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-t.C:
+			return nil
+		case <-early:
 			return nil
 		case <-ctx.Done():
 			return errStopped
@@ -142,6 +166,13 @@ func (r *Runner) pause(ctx context.Context, d time.Duration) error {
 				return errStopped
 			}
 		}
+	}
+}
+
+// startWait fixes when --wait ends, at the first attempt of a campaign.
+func (r *Runner) startWait() {
+	if r.cfg.Wait > 0 && r.waitUntil.IsZero() {
+		r.waitUntil = time.Now().Add(r.cfg.Wait)
 	}
 }
 
@@ -157,9 +188,7 @@ func (r *Runner) campaign(ctx context.Context) (*Leadership, error) {
 	defer cancel()
 	switch {
 	case r.cfg.Wait > 0:
-		if r.waitUntil.IsZero() {
-			r.waitUntil = time.Now().Add(r.cfg.Wait)
-		}
+		r.startWait()
 		cctx, cancel = context.WithDeadline(cctx, r.waitUntil)
 		defer cancel()
 	case r.cfg.NoWait:
@@ -185,8 +214,34 @@ func (r *Runner) campaign(ctx context.Context) (*Leadership, error) {
 		}
 		return nil, errStopped
 	}
+	// A candidate that stops being eligible leaves the queue.
+	var ineligible chan health.Result
+	if e := r.cfg.Eligible; e != nil {
+		ineligible = make(chan health.Result, 1)
+		ectx, ecancel := context.WithCancel(cctx)
+		var checks sync.WaitGroup
+		checks.Go(func() {
+			health.Loop(ectx, e.Probe, e.Interval, nil, func(x health.Result) {
+				r.noteEligible(x)
+				if !x.OK {
+					send(ectx, ineligible, x)
+				}
+			})
+		})
+		defer func() {
+			ecancel()
+			checks.Wait()
+		}()
+	}
 	for {
 		select {
+		case x := <-ineligible:
+			r.log.Warn("no longer eligible (--eligible-cmd); leaving the queue", "check", x.Summary())
+			cancel()
+			if x := <-res; x.term != nil {
+				x.term.Revoke()
+			}
+			return nil, errIneligible
 		case x := <-res:
 			if x.term != nil && ctx.Err() != nil {
 				x.term.Revoke()

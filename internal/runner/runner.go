@@ -5,6 +5,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/etcdlead/etcdlead/campaign"
@@ -37,6 +38,11 @@ type Config struct {
 	// Interactive: stdin is this process's controlling terminal, whose
 	// foreground the child gets, so Ctrl-C reaches the child alone.
 	Interactive bool
+	// Health checks the command while it runs (--health-*); nil for none.
+	Health *HealthCheck
+	// Eligible decides whether this candidate may queue and lead
+	// (--eligible-cmd); nil for none.
+	Eligible *Check
 	// Won, if set, is called when a term is won, before its child starts:
 	// from then on the run can no longer end as NotLeader before a child
 	// ran.
@@ -76,6 +82,8 @@ type Leadership struct {
 	// ForgetRun takes back the term's record of its run id, if any
 	// (campaign.Term.ForgetRun).
 	ForgetRun func()
+	// Waiting reports whether a candidate waits behind the term.
+	Waiting func(ctx context.Context) (bool, error)
 }
 
 // Campaigner wins terms.
@@ -83,6 +91,8 @@ type Campaigner interface {
 	// Campaign returns a term that may start its child, or an error from
 	// package campaign (ErrNotLeader, ErrResigned, a permanent refusal...).
 	Campaign(ctx context.Context) (*Leadership, error)
+	// AwaitVacant returns nil once the election has no candidate.
+	AwaitVacant(ctx context.Context) error
 }
 
 // Keepers starts children, each under a keeper of its own (package
@@ -123,12 +133,24 @@ type Runner struct {
 	// the election's pause, so the next campaign follows at once, without
 	// a backoff.
 	resigned bool
+	// unhealthy: the last term stepped down for its command's health, so
+	// the candidate sits out before it queues again (sitOutSick).
+	unhealthy bool
+	// sick and restarts damp the health check's step-downs and restarts
+	// in place; lastUnhealthy is the last unhealthy verdict.
+	sick, restarts *backoff.ExponentialBackOff
+	lastUnhealthy  time.Time
 }
 
 // New returns a runner. sigs must catch signals before anything is
 // started, so that none is lost.
 func New(cfg Config, camp Campaigner, keepers Keepers, sigs *signals.Catcher, mon *ops.Monitor, log hclog.Logger) *Runner {
-	return &Runner{cfg: cfg, camp: camp, keepers: keepers, sigs: sigs, mon: mon, log: log}
+	r := &Runner{cfg: cfg, camp: camp, keepers: keepers, sigs: sigs, mon: mon, log: log}
+	if h := cfg.Health; h != nil {
+		r.restarts = newDamping(h.Interval, restartMax)
+		r.sick = newDamping(h.Interval*time.Duration(max(1, h.Retries)), sickMax)
+	}
+	return r
 }
 
 // Campaigns adapts a campaign.Campaigner.
@@ -142,8 +164,10 @@ func (c campaigner) Campaign(ctx context.Context) (*Leadership, error) {
 		return nil, err
 	}
 	return &Leadership{Key: t.Key, Rev: t.Rev, Lease: int64(t.Lease), Slot: t.Slot, SlotRev: t.SlotRev,
-		Deadline: t.Deadline, Lead: t.Lead, Revoke: t.Revoke, ForgetRun: t.ForgetRun}, err
+		Deadline: t.Deadline, Lead: t.Lead, Revoke: t.Revoke, ForgetRun: t.ForgetRun, Waiting: t.Waiting}, err
 }
+
+func (c campaigner) AwaitVacant(ctx context.Context) error { return c.c.AwaitVacant(ctx) }
 
 // Observer passes the campaign's events on: to the monitor, and to the
 // keepers, which get a keeper ready once the campaign is next in line and

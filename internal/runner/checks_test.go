@@ -1,0 +1,157 @@
+package runner
+
+import (
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/etcdlead/etcdlead/internal/health"
+	"github.com/etcdlead/etcdlead/supervisor"
+)
+
+// probe is a fakeProbe whose journal newRig's setup sets.
+func probe(name string) *fakeProbe {
+	return &fakeProbe{name: name, answers: make(chan health.Result)}
+}
+
+// A candidate whose --eligible-cmd fails does not campaign: under
+// --no-wait it ends at once as not leader; else it checks again every
+// interval and campaigns once the check passes.
+func TestIneligibleDoesNotCampaign(t *testing.T) {
+	t.Run("no-wait", func(t *testing.T) {
+		cfg := baseConfig()
+		cfg.NoWait = true
+		p := probe("eligible")
+		cfg.Eligible = &Check{Probe: p, Interval: time.Millisecond}
+		g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
+			p.j = g.j
+			return []func(int) (*Leadership, error){g.wins()}
+		})
+		p.answer(t, false)
+		wantOutcome(t, g.outcome(t), NotLeader, 0)
+		if g.j.has("campaign") {
+			t.Errorf("an ineligible candidate campaigned: %s", g.j)
+		}
+	})
+	t.Run("wait", func(t *testing.T) {
+		cfg := baseConfig()
+		p := probe("eligible")
+		cfg.Eligible = &Check{Probe: p, Interval: time.Millisecond}
+		g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
+			p.j = g.j
+			return nil
+		})
+		p.answer(t, false)
+		p.answer(t, false)
+		if g.j.has("campaign") {
+			t.Errorf("an ineligible candidate campaigned: %s", g.j)
+		}
+		p.answer(t, true)
+		g.j.waitFor(t, "campaign", 1)
+		// While it waits in the queue, a failing check takes it out.
+		p.answer(t, false)
+		g.j.waitFor(t, "campaign cancelled", 1)
+		p.answer(t, true)
+		g.j.waitFor(t, "campaign", 2)
+		g.sigs <- syscall.SIGTERM
+		wantOutcome(t, g.outcome(t), Stopped, 0)
+	})
+}
+
+// A leader whose --eligible-cmd starts failing steps down in the
+// promise's order: the child, then the check, gone before the revoke; it
+// campaigns again only once the check passes.
+func TestIneligibleLeaderStepsDown(t *testing.T) {
+	cfg := baseConfig()
+	p := probe("eligible")
+	cfg.Eligible = &Check{Probe: p, Interval: time.Millisecond}
+	g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
+		p.j = g.j
+		g.keepers.obeys = true
+		return []func(int) (*Leadership, error){g.wins()}
+	})
+	p.answer(t, true)
+	g.keepers.child(t, 0)
+	p.answer(t, false)
+	g.j.waitFor(t, "revoke", 1)
+	g.j.inOrder(t, "stop SIGTERM", "child exited", "revoke")
+	g.j.settledBefore(t, "eligible check", "eligible done", "revoke")
+	p.answer(t, true)
+	g.j.waitFor(t, "campaign", 2)
+	g.sigs <- syscall.SIGTERM
+	wantOutcome(t, g.outcome(t), Stopped, 0)
+}
+
+func healthConfig(p *fakeProbe, restart bool) *HealthCheck {
+	return &HealthCheck{Check: Check{Probe: p, Interval: time.Millisecond}, Retries: 2, Restart: restart}
+}
+
+// An unhealthy command (Retries failures in a row) with a candidate
+// waiting: the leader stops it, its checks end, the term is revoked, and
+// the candidate sits out before it queues again, unless the election has
+// no candidate left, when it campaigns at once.
+func TestUnhealthyLeaderStepsDownForWaiter(t *testing.T) {
+	cfg := baseConfig()
+	p := probe("health")
+	cfg.Health = healthConfig(p, false)
+	g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
+		p.j = g.j
+		g.keepers.obeys = true
+		g.camp.vacant = true
+		w := g.wins()
+		g.terms[0].waiting = true
+		return []func(int) (*Leadership, error){w}
+	})
+	g.keepers.child(t, 0)
+	p.answer(t, true)
+	p.answer(t, false)
+	p.answer(t, false)
+	g.j.waitFor(t, "campaign", 2)
+	g.j.inOrder(t, "waiting?", "stop SIGTERM", "child exited", "revoke", "await vacant", "campaign")
+	g.j.settledBefore(t, "health check", "health done", "revoke")
+	if n := g.j.count("child started"); n != 1 {
+		t.Errorf("%d children started in the term, want 1", n)
+	}
+	g.sigs <- syscall.SIGTERM
+	wantOutcome(t, g.outcome(t), Stopped, 0)
+}
+
+// With no candidate waiting, stepping down would leave the election
+// without a leader: the command is restarted in place, in the same term
+// (no revoke), after a damping delay; --health-action=restart does so
+// whoever waits.
+func TestUnhealthyCommandRestartedInPlace(t *testing.T) {
+	for _, c := range []struct {
+		name             string
+		restart, waiting bool
+	}{{"nobody waits", false, false}, {"action restart", true, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := baseConfig()
+			p := probe("health")
+			cfg.Health = healthConfig(p, c.restart)
+			g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
+				p.j = g.j
+				g.keepers.obeys = true
+				w := g.wins()
+				g.terms[0].waiting = c.waiting
+				return []func(int) (*Leadership, error){w}
+			})
+			g.keepers.child(t, 0)
+			p.answer(t, false)
+			p.answer(t, false)
+			g.keepers.child(t, 1)
+			g.j.inOrder(t, "stop SIGTERM", "child exited", "child started")
+			if g.j.has("revoke") {
+				t.Errorf("the term was revoked for a restart in place: %s", g.j)
+			}
+			if asked := g.j.has("waiting?"); asked == c.restart {
+				t.Errorf("asked whether a candidate waits: %v, under --health-action=restart %v", asked, c.restart)
+			}
+			// The new command is checked afresh.
+			p.answer(t, true)
+			g.keepers.child(t, 1).exit(0, supervisor.ReasonExited)
+			wantOutcome(t, g.outcome(t), ChildExited, 0)
+			g.j.settledBefore(t, "health check", "health done", "revoke")
+		})
+	}
+}
