@@ -14,13 +14,14 @@ const (
 	catTiming     = "Timing"
 	catWhen       = "When to run (cron and scripts)"
 	catOperations = "Operations"
+	catHealth     = "Health and eligibility"
 	catOutput     = "Output"
 	catConnection = "Connection"
 	catLogging    = "Logging"
 )
 
 func categoryOrder() []string {
-	return []string{catElection, catTiming, catWhen, catOperations, catOutput, catConnection, catLogging}
+	return []string{catElection, catTiming, catWhen, catHealth, catOperations, catOutput, catConnection, catLogging}
 }
 
 // helpWidth is the terminal width help fits in.
@@ -176,6 +177,11 @@ var placeholders = map[string]string{
 	flagRestart:      "POLICY",
 	flagContainment:  "MODE",
 	flagStatusAddr:   "HOST:PORT",
+	flagRunID:        "ID",
+	flagHealthCmd:    "CMD",
+	flagHealthURL:    "URL",
+	flagHealthAction: "ACTION",
+	flagEligibleCmd:  "CMD",
 }
 
 func placeholder(f cli.Flag) string {

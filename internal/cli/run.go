@@ -115,6 +115,7 @@ func runAction(c *cli.Context, raw []string) (err error) {
 	if !rc.killSet && rc.timing.KillTimeout != campaign.DefaultKillTimeout {
 		log.Info("kill timeout shortened to TTL/4 so the fence fits the TTL", "kill_timeout", rc.timing.KillTimeout, "ttl", rc.timing.TTL)
 	}
+	healthCheck, eligible := rc.checks.checks(rc, childBaseEnv(os.Environ()), log.Named("check"))
 	r := runner.New(runner.Config{
 		Election:    rc.election,
 		Layout:      rc.layout,
@@ -126,6 +127,8 @@ func runAction(c *cli.Context, raw []string) (err error) {
 		Holders:     rc.holders,
 		RunID:       rc.runID,
 		RunRetry:    rc.runIDRetry,
+		Health:      healthCheck,
+		Eligible:    eligible,
 		Once:        rc.once,
 		HoldAtLeast: rc.holdAtLeast,
 		Timeout:     rc.timeout,
@@ -222,7 +225,7 @@ func runFlags() []cli.Flag {
 			Usage: "serve /healthz, /leader, /status and /metrics over HTTP"},
 		&cli.StringFlag{Name: flagContainment, Value: supervisor.ContainAuto, EnvVars: []string{envContainment}, Category: catOperations,
 			Usage: "auto, cgroup or process-group: what holds the command's processes together; auto takes a cgroup where one can be made"},
-	}, connectionFlagSet()...)
+	}, append(checkFlags(), connectionFlagSet()...)...)
 }
 
 func runCommand(raw []string) *cli.Command {

@@ -43,6 +43,7 @@ type runConfig struct {
 	runID        string // --run-id, "" for none
 	runIDTTL     time.Duration
 	runIDRetry   bool
+	checks       checkOptions
 	restart      string // never, on-failure, always
 	containment  string // supervisor.ContainAuto, ContainCgroup or ContainProcessGroup
 	statusAddr   string
@@ -121,6 +122,9 @@ func parseRunConfig(c *cli.Context, raw []string) (runConfig, error) {
 		return rc, err
 	}
 	if err := parseRunID(c, &rc); err != nil {
+		return rc, err
+	}
+	if rc.checks, err = parseChecks(c); err != nil {
 		return rc, err
 	}
 	rc.path, err = resolveCommand(rc.argv[0])

@@ -111,7 +111,12 @@ func (c *termChecks) startHealth() {
 	c.r.noteHealth(tracker)
 	c.wg.Go(func() {
 		health.Loop(ctx, h.Probe, h.Interval, c.term.Deadline, func(res health.Result) {
-			tracker.Observe(res)
+			before := tracker.Status()
+			if after := tracker.Observe(res); after != before {
+				c.r.log.Info("the command is "+after.String(), "check", res.Summary())
+			} else if !res.OK {
+				c.r.log.Debug("health check failed", "check", res.Summary(), "failing", tracker.Failing())
+			}
 			c.r.noteHealth(tracker)
 			if tracker.Status() != health.Unhealthy {
 				return
