@@ -49,11 +49,11 @@ const (
 	flagEligibleCmd       = "eligible-cmd"
 	flagEligibleInterval  = "eligible-interval"
 	flagEligibleTimeout   = "eligible-timeout"
-	flagRestart      = "restart"
-	flagStatusAddr   = "status-addr"
-	flagContainment  = "containment"
-	flagJSON         = "json"
-	flagForce        = "force"
+	flagRestart           = "restart"
+	flagStatusAddr        = "status-addr"
+	flagContainment       = "containment"
+	flagJSON              = "json"
+	flagForce             = "force"
 )
 
 // Environment variables. Those that a child is also given (README.md) are
@@ -97,10 +97,10 @@ const (
 	envEligibleCmd       = "ETCDLEAD_ELIGIBLE_CMD"
 	envEligibleInterval  = "ETCDLEAD_ELIGIBLE_INTERVAL"
 	envEligibleTimeout   = "ETCDLEAD_ELIGIBLE_TIMEOUT"
-	envRestart      = "ETCDLEAD_RESTART"
-	envStatusAddr   = "ETCDLEAD_STATUS_ADDR"
-	envContainment  = "ETCDLEAD_CONTAINMENT"
-	envPassword     = etcdconn.EnvPassword
+	envRestart           = "ETCDLEAD_RESTART"
+	envStatusAddr        = "ETCDLEAD_STATUS_ADDR"
+	envContainment       = "ETCDLEAD_CONTAINMENT"
+	envPassword          = etcdconn.EnvPassword
 
 	envEtcdctlEndpoints   = "ETCDCTL_ENDPOINTS"
 	envEtcdctlDialTimeout = "ETCDCTL_DIAL_TIMEOUT"
