@@ -26,6 +26,8 @@ import (
 //	                       who paused, when and why (PauseRecord)
 //	P.run/<id>/<i>         run id's record in slot i (0 with one holder),
 //	                       value = who ran it (RunRecord)
+//	P.health/<lease hex>   the verdict of the term's health check, written
+//	                       when it changes (HealthRecord)
 //
 // Every key of a term is attached to the term's lease and named by it, so
 // it goes exactly when the lease ends; the resign request and the pause
@@ -37,6 +39,7 @@ const (
 	slotSuffix     = ".slot"
 	pauseSuffix    = ".pause"
 	runSuffix      = ".run"
+	healthSuffix   = ".health"
 
 	// MaxIDLen bounds --id, which is stored in every queue key and given
 	// to the child and to systemd: etcd refuses requests over its own
@@ -44,7 +47,7 @@ const (
 	MaxIDLen = 256
 )
 
-var reservedSuffixes = []string{sentinelSuffix, resignSuffix, slotSuffix, pauseSuffix, runSuffix}
+var reservedSuffixes = []string{sentinelSuffix, resignSuffix, slotSuffix, pauseSuffix, runSuffix, healthSuffix}
 
 // Layout names the keys of one election.
 type Layout struct {
@@ -192,6 +195,12 @@ func validUnder(prefix string, kv *mvccpb.KeyValue) bool {
 // ValidQueueKey reports whether kv is a candidate of this election.
 func (l Layout) ValidQueueKey(kv *mvccpb.KeyValue) bool { return validUnder(l.QueuePrefix(), kv) }
 
+// HealthPrefix holds the terms' health verdicts.
+func (l Layout) HealthPrefix() string { return l.p + healthSuffix + "/" }
+
+// HealthKey is the health verdict of the term with lease id.
+func (l Layout) HealthKey(id clientv3.LeaseID) string { return l.HealthPrefix() + leaseHex(id) }
+
 // ValidSentinel reports whether kv is a term's sentinel in this election.
 func (l Layout) ValidSentinel(kv *mvccpb.KeyValue) bool { return validUnder(l.SentinelPrefix(), kv) }
 
@@ -332,7 +341,7 @@ func SplitKey(key string) (Layout, bool) {
 		return Layout{}, false
 	}
 	p := key[:i]
-	for _, suffix := range []string{sentinelSuffix, slotSuffix} {
+	for _, suffix := range []string{sentinelSuffix, slotSuffix, healthSuffix} {
 		if q, ok := strings.CutSuffix(p, suffix); ok {
 			p = q
 			break

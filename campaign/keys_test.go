@@ -15,6 +15,12 @@ func kv(key string, lease int64) *mvccpb.KeyValue {
 	return &mvccpb.KeyValue{Key: []byte(key), Lease: lease}
 }
 
+func kvValue(key string, lease int64, value string) *mvccpb.KeyValue {
+	k := kv(key, lease)
+	k.Value = []byte(value)
+	return k
+}
+
 func mustLayout(t *testing.T, prefix, election string) Layout {
 	t.Helper()
 	l, err := NewLayout(prefix, election)
@@ -153,7 +159,8 @@ func TestSplitKey(t *testing.T) {
 
 // Grouping everything under a prefix: valid keys by election and in create
 // order, foreign keys counted, sentinels not taken for an election of their
-// own, resign keys left out.
+// own, resign keys and run records left out, health verdicts by lease
+// (only those on their own term's lease).
 func TestElections(t *testing.T) {
 	x := mustLayout(t, "p/", "x")
 	y := mustLayout(t, "p/", "y")
@@ -168,6 +175,9 @@ func TestElections(t *testing.T) {
 		at(kv(x.SentinelKey(5), 5), 6),
 		at(kv("p/x.lease/zz", 5), 7),
 		at(kv("p/x.resign/1", 1), 8),
+		at(kv(x.RunKey("20261205", 0), 3), 9),
+		at(kvValue(x.HealthKey(7), 7, `{"status":"healthy"}`), 10),
+		at(kvValue(x.HealthKey(5), 9, `{"status":"unhealthy"}`), 11),
 	}
 	els := Elections("p/", kvs)
 	if len(els) != 2 || els[0].Name != "x" || els[1].Name != "y" {
@@ -176,6 +186,9 @@ func TestElections(t *testing.T) {
 	ex, ey := els[0], els[1]
 	if l := ex.Leader(); l == nil || clientv3.LeaseID(l.Lease) != 7 || len(ex.Queue) != 2 || ex.Skipped != 2 || ex.Older() != 0 {
 		t.Errorf("x: leader %v, queue %d, skipped %d, older %d", ex.Leader(), len(ex.Queue), ex.Skipped, ex.Older())
+	}
+	if h := ex.Health; len(h) != 1 || h[7].Status != "healthy" {
+		t.Errorf("x: health %v, want the leader's, healthy", h)
 	}
 	if ey.Leader() != nil || ey.Older() != 1 || ey.Skipped != 0 {
 		t.Errorf("y: leader %v, older %d, skipped %d; want none, 1, 0", ey.Leader(), ey.Older(), ey.Skipped)

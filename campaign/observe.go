@@ -25,6 +25,8 @@ type Election struct {
 	Skipped int
 	// Pause is the election's pause key, nil when it is not paused.
 	Pause *mvccpb.KeyValue
+	// Health holds the terms' health verdicts, by lease.
+	Health map[int64]HealthRecord
 }
 
 // Leader is the first valid queue key, or nil.
@@ -64,6 +66,14 @@ func (e *Election) add(kv *mvccpb.KeyValue) {
 	case string(kv.Key) == e.Layout.PauseKey():
 		e.Pause = kv
 		return
+	case strings.HasPrefix(string(kv.Key), e.Layout.HealthPrefix()):
+		if rec, ok := ParseHealth(kv.Value); ok && validUnder(e.Layout.HealthPrefix(), kv) {
+			if e.Health == nil {
+				e.Health = map[int64]HealthRecord{}
+			}
+			e.Health[kv.Lease] = rec
+		}
+		return
 	case strings.HasPrefix(string(kv.Key), e.Layout.SentinelPrefix()):
 		if e.Layout.ValidSentinel(kv) {
 			e.Sentinels = append(e.Sentinels, kv)
@@ -87,7 +97,7 @@ func (e *Election) sort() {
 func ReadElection(ctx context.Context, cli *clientv3.Client, l Layout) (Election, int64, error) {
 	all := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)}
 	resp, err := cli.Txn(ctx).Then(clientv3.OpGet(l.QueuePrefix(), all...), clientv3.OpGet(l.SentinelPrefix(), all...),
-		clientv3.OpGet(l.PauseKey())).Commit()
+		clientv3.OpGet(l.PauseKey()), clientv3.OpGet(l.HealthPrefix(), clientv3.WithPrefix())).Commit()
 	if err != nil {
 		return Election{}, 0, err
 	}
@@ -121,7 +131,11 @@ func Elections(prefix string, kvs []*mvccpb.KeyValue) []Election {
 				continue
 			}
 		}
-		name = strings.TrimSuffix(name, sentinelSuffix)
+		if n, ok := strings.CutSuffix(name, healthSuffix); ok {
+			name = n
+		} else {
+			name = strings.TrimSuffix(name, sentinelSuffix)
+		}
 		if CheckElection(name) != nil {
 			continue
 		}

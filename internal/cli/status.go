@@ -31,6 +31,17 @@ type candidateJSON struct {
 	// Containment is what holds the candidate's child together, cgroup or
 	// process-group, as its term recorded it (none from an etcdlead that records none).
 	Containment string `json:"containment,omitempty"`
+	// Health is the verdict of the command's health check (--health-cmd,
+	// --health-url), as its term last recorded it.
+	Health *campaign.HealthRecord `json:"health,omitempty"`
+}
+
+// role words a holder's role with its command's health, if recorded.
+func (c candidateJSON) role(role string) string {
+	if c.Health != nil {
+		return role + " (command " + oneline.Quote(c.Health.Status) + ")"
+	}
+	return role
 }
 
 // electionJSON is one election. The shape is stable: fields are only added.
@@ -222,6 +233,9 @@ func electionOf(e campaign.Election, slots map[int64]int) electionJSON {
 	for i, kv := range e.Queue {
 		cand := candidateJSON{ID: string(kv.Value), Key: string(kv.Key), Rev: kv.CreateRevision, Lease: fmt.Sprintf("%x", kv.Lease),
 			Containment: contained[kv.Lease]}
+		if h, ok := e.Health[kv.Lease]; ok {
+			cand.Health = &h
+		}
 		if i >= holders {
 			el.Waiting = append(el.Waiting, cand)
 			continue
@@ -272,10 +286,10 @@ func printTable(w io.Writer, els []electionJSON) error {
 			if h.Slot != nil {
 				role = fmt.Sprintf("holder, slot %d", *h.Slot)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%ds\t%s\n", q(e.Election), role, q(h.ID), h.Rev, *h.TTL, q(h.Key))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%ds\t%s\n", q(e.Election), h.role(role), q(h.ID), h.Rev, *h.TTL, q(h.Key))
 		}
 		if l := e.Leader; e.Holders == 0 {
-			fmt.Fprintf(tw, "%s\tleader\t%s\t%d\t%ds\t%s\n", q(e.Election), q(l.ID), l.Rev, *l.TTL, q(l.Key))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%ds\t%s\n", q(e.Election), l.role("leader"), q(l.ID), l.Rev, *l.TTL, q(l.Key))
 		}
 		for i, c := range e.Waiting {
 			fmt.Fprintf(tw, "%s\twaiting %d\t%s\t%d\t\t%s\n", q(e.Election), i+1, q(c.ID), c.Rev, q(c.Key))

@@ -44,6 +44,9 @@ func TestUnhealthyLeaderReplacedByHealthyCandidate(t *testing.T) {
 	c2.out.waitFor(t, "c2", "ready", 0)
 	c2.log.waitFor(t, "c2", "the command is healthy", 0)
 	c1.log.waitFor(t, "c1", "stepped down: the command was unhealthy", 0)
+	if out, _, _ := e.etcdleadCmd("status", "--election=probe"); !strings.Contains(out, "leader (command healthy)") || !strings.Contains(out, "c2") {
+		t.Errorf("status does not show the new leader's command healthy:\n%s", out)
+	}
 	stopAll(t, e, c1, c2)
 	if runs := e.jobRuns(t); runs != 2 {
 		t.Errorf("%d children ran, want c1's and c2's", runs)

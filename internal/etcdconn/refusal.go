@@ -84,16 +84,19 @@ func denied(user string, req any, err error) *refusal {
 			"permission denied: %s may not use key %q (%v): grant the user a role with readwrite on the election's keys",
 			who, key, rpctypes.ErrorDesc(err))
 	}
-	if !slices.ContainsFunc(requestKeys(req), func(k string) bool { return strings.HasPrefix(k, l.RunsPrefix()) }) {
-		return refuse(codes.PermissionDenied, rpctypes.Error(err),
-			"permission denied: %s may not use key %q (%v): grant the user a role with readwrite on prefix %q, on prefix %q and on key %q, and read on key %q",
-			who, key, rpctypes.ErrorDesc(err), l.QueuePrefix(), l.SentinelPrefix(), l.ResignKey(), l.PauseKey())
+	// The prefixes of run records and health verdicts are used by
+	// --run-id and the health checks only: each is named when the refused
+	// request used it.
+	prefixes := fmt.Sprintf("on prefix %q, on prefix %q", l.QueuePrefix(), l.SentinelPrefix())
+	keys := append(requestKeys(req), key)
+	for _, p := range []string{l.RunsPrefix(), l.HealthPrefix()} {
+		if slices.ContainsFunc(keys, func(k string) bool { return strings.HasPrefix(k, p) }) {
+			prefixes += fmt.Sprintf(", on prefix %q", p)
+		}
 	}
-	// A run's record is asked for by --run-id only: its prefix is named
-	// when the refused request used it.
 	return refuse(codes.PermissionDenied, rpctypes.Error(err),
-		"permission denied: %s may not use key %q (%v): grant the user a role with readwrite on prefix %q, on prefix %q, on prefix %q and on key %q, and read on key %q",
-		who, key, rpctypes.ErrorDesc(err), l.QueuePrefix(), l.SentinelPrefix(), l.RunsPrefix(), l.ResignKey(), l.PauseKey())
+		"permission denied: %s may not use key %q (%v): grant the user a role with readwrite %s and on key %q, and read on key %q",
+		who, key, rpctypes.ErrorDesc(err), prefixes, l.ResignKey(), l.PauseKey())
 }
 
 // requestKeys are the keys a transaction names, in its compares and its

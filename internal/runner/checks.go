@@ -114,6 +114,7 @@ func (c *termChecks) startHealth() {
 			before := tracker.Status()
 			if after := tracker.Observe(res); after != before {
 				c.r.log.Info("the command is "+after.String(), "check", res.Summary())
+				c.recordHealth(ctx, after)
 			} else if !res.OK {
 				c.r.log.Debug("health check failed", "check", res.Summary(), "failing", tracker.Failing())
 			}
@@ -132,6 +133,17 @@ func (c *termChecks) startHealth() {
 			send(ctx, c.verdicts, v)
 		})
 	})
+}
+
+// recordHealth writes a changed verdict to etcd for etcdlead status. A
+// write that fails costs only the record: the verdict acts all the same.
+func (c *termChecks) recordHealth(ctx context.Context, s health.Status) {
+	if c.term.RecordHealth == nil {
+		return
+	}
+	if err := c.term.RecordHealth(ctx, s.String()); err != nil && ctx.Err() == nil {
+		c.r.log.Warn("the command's health not recorded in etcd for etcdlead status", "error", err)
+	}
 }
 
 // stopHealth ends the health loop of the command being replaced.

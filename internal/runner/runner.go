@@ -84,6 +84,9 @@ type Leadership struct {
 	ForgetRun func()
 	// Waiting reports whether a candidate waits behind the term.
 	Waiting func(ctx context.Context) (bool, error)
+	// RecordHealth writes the command's health verdict to etcd, for
+	// etcdlead status.
+	RecordHealth func(ctx context.Context, status string) error
 }
 
 // Campaigner wins terms.
@@ -164,7 +167,10 @@ func (c campaigner) Campaign(ctx context.Context) (*Leadership, error) {
 		return nil, err
 	}
 	return &Leadership{Key: t.Key, Rev: t.Rev, Lease: int64(t.Lease), Slot: t.Slot, SlotRev: t.SlotRev,
-		Deadline: t.Deadline, Lead: t.Lead, Revoke: t.Revoke, ForgetRun: t.ForgetRun, Waiting: t.Waiting}, err
+		Deadline: t.Deadline, Lead: t.Lead, Revoke: t.Revoke, ForgetRun: t.ForgetRun, Waiting: t.Waiting,
+		RecordHealth: func(ctx context.Context, status string) error {
+			return t.RecordHealth(ctx, campaign.HealthRecord{Status: status, At: time.Now().UTC()})
+		}}, err
 }
 
 func (c campaigner) AwaitVacant(ctx context.Context) error { return c.c.AwaitVacant(ctx) }
