@@ -4,6 +4,8 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -52,6 +54,11 @@ type chaosCand struct {
 	proxies []*faultproxy.Proxy // one per etcd member
 	cur     *candidate
 	all     []*candidate // every process this candidate ran, in order
+}
+
+// sick is the file whose presence fails the candidate's health check.
+func (cc *chaosCand) sick(c *chaos) string {
+	return filepath.Join(filepath.Dir(c.e.journal), cc.name+".sick")
 }
 
 type chaos struct {
@@ -207,6 +214,21 @@ var faults = []fault{
 		c.reset(cc)
 	}},
 	{"connection reset", true, false, func(c *chaos, cc *chaosCand) { c.reset(cc) }},
+	{"flapping health check", true, true, func(c *chaos, cc *chaosCand) {
+		// The leader's health check fails, passes, fails again: it steps
+		// down to a waiter, or restarts its command in place, each time
+		// through the same stop as any other end of a term.
+		for range 2 {
+			if err := os.WriteFile(cc.sick(c), nil, 0o644); err != nil {
+				c.t.Fatal(err)
+			}
+			c.pause(700*time.Millisecond, 1500*time.Millisecond)
+			if err := os.Remove(cc.sick(c)); err != nil {
+				c.t.Fatal(err)
+			}
+			c.pause(200*time.Millisecond, 600*time.Millisecond)
+		}
+	}},
 	{"foreign keys", false, false, func(c *chaos, _ *chaosCand) { c.foreignKeys() }},
 	{"nested election", false, false, func(c *chaos, _ *chaosCand) { c.nestedElection() }},
 }
@@ -259,7 +281,8 @@ func (c *chaos) start(cc *chaosCand) {
 	for _, p := range cc.proxies {
 		addrs = append(addrs, p.Addr())
 	}
-	flags, probe := []string{"--ttl=" + chaosTTL.String(), "--election=chaos", "--dial-timeout=1s", "--containment=" + *chaosContainment}, c.e.probe("-escapees")
+	flags, probe := []string{"--ttl=" + chaosTTL.String(), "--election=chaos", "--dial-timeout=1s", "--containment=" + *chaosContainment,
+		`--health-cmd=test ! -e "$SICK"`, "--health-interval=200ms", "--health-retries=2", "--health-timeout=2s"}, c.e.probe("-escapees")
 	if cc.churn {
 		// A tree that also leaves the group is bounded, not guaranteed,
 		// where the process group contains it (docs/design.md).
@@ -272,7 +295,7 @@ func (c *chaos) start(cc *chaosCand) {
 		flags = append(flags, fmt.Sprintf("--holders=%d", *chaosHolders))
 		probe = append(probe, "-holders", strconv.Itoa(*chaosHolders))
 	}
-	cc.cur = c.e.via(addrs...).start(cc.name, flags, probe)
+	cc.cur = c.e.via(addrs...).start(cc.name, flags, probe, "SICK="+cc.sick(c))
 	cc.all = append(cc.all, cc.cur)
 }
 
