@@ -28,6 +28,16 @@ func (t *Term) Waiting(ctx context.Context) (bool, error) {
 	return slices.ContainsFunc(resp.Kvs, l.ValidQueueKey), nil
 }
 
+// Ping asks etcd one small question (whether the election is paused, by
+// count): a candidate that holds no lease while it sits out or is not
+// eligible learns so that etcd still answers, which keeps its health true.
+func (c *Campaigner) Ping(ctx context.Context) error {
+	return c.request(ctx, c.cfg.RequestTimeout, func(rctx context.Context) error {
+		_, err := c.cfg.Client.Get(rctx, c.cfg.Layout.PauseKey(), clientv3.WithCountOnly())
+		return err
+	})
+}
+
 // AwaitVacant returns once no valid queue key is in etcd: the election has
 // no candidate, so none leads. It reads the queue, and after each delete
 // under it reads again; an error or ctx's end returns first.

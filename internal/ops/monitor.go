@@ -119,6 +119,16 @@ func (m *Monitor) Queued(key string) {
 	m.SetRole(RoleCampaigning)
 }
 
+// Reached: etcd answered a candidate that holds no lease (not eligible, or
+// sitting out after its command was unhealthy). It is ready, as one that
+// queued: it does what it should.
+func (m *Monitor) Reached() {
+	m.mu.Lock()
+	m.lastOK = m.now()
+	m.mu.Unlock()
+	m.ready.Do(func() { m.notify("READY=1") })
+}
+
 // Paused: connected, and the election is paused. A candidate started
 // during a pause is ready as one that queued: it does what it should.
 func (m *Monitor) Paused() {

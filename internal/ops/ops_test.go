@@ -108,6 +108,21 @@ func TestStatusAndNotify(t *testing.T) {
 	}
 }
 
+// A candidate that holds no lease but reached etcd (not eligible, or
+// sitting out) is ready and healthy.
+func TestReachedIsReadyAndHealthy(t *testing.T) {
+	var sent []string
+	m := New("jobs", "c1", "v1.2.3", 10*time.Second, func(s string) { sent = append(sent, s) })
+	if m.Healthy() {
+		t.Fatal("healthy before etcd answered")
+	}
+	m.Reached()
+	m.Reached()
+	if !m.Healthy() || strings.Join(sent, "|") != "READY=1" {
+		t.Errorf("healthy %v, notified %q; want healthy and READY=1 once", m.Healthy(), sent)
+	}
+}
+
 // The command's health check: its verdict in /status, in STATUS= while
 // leading (once per change), and in /metrics with its failures.
 func TestHealthCheckReported(t *testing.T) {

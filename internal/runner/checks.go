@@ -241,7 +241,7 @@ func (r *Runner) awaitEligible(ctx context.Context) *Outcome {
 			logged = true
 		}
 		r.mon.SetRole(ops.RoleIneligible)
-		if err := r.idle(ctx, e.Interval, nil); err != nil {
+		if err := r.idleReachable(ctx, e.Interval, nil); err != nil {
 			return end(Stopped, 0, nil)
 		}
 	}
@@ -262,7 +262,34 @@ func (r *Runner) sitOutSick(ctx context.Context) error {
 			close(vacant)
 		}
 	}()
-	return r.idle(ctx, d, vacant)
+	return r.idleReachable(ctx, d, vacant)
+}
+
+// idleReachable is idle for a candidate that holds no lease: it asks etcd
+// at once and every TTL/2 whether it answers, so that its health (etcd
+// answered within a TTL) stays true while etcd does, and systemd hears
+// READY=1 and its watchdog's pings.
+func (r *Runner) idleReachable(ctx context.Context, d time.Duration, early <-chan struct{}) error {
+	pctx, cancel := context.WithCancel(ctx)
+	var pinging sync.WaitGroup
+	defer func() {
+		cancel()
+		pinging.Wait()
+	}()
+	pinging.Go(func() {
+		every := max(r.cfg.Timing.TTL/2, time.Second)
+		for {
+			if r.camp.Ping(pctx) == nil {
+				r.mon.Reached()
+			}
+			select {
+			case <-pctx.Done():
+				return
+			case <-time.After(every):
+			}
+		}
+	})
+	return r.idle(ctx, d, early)
 }
 
 // dampingAfterQuiet starts the damping afresh once healthQuiet has passed

@@ -42,6 +42,9 @@ func TestIneligibleDoesNotCampaign(t *testing.T) {
 			return nil
 		})
 		p.answer(t, false)
+		// Not eligible, it still asks etcd whether it answers: its health
+		// (and systemd's READY=1 and watchdog) rest on that.
+		g.j.waitFor(t, "ping", 1)
 		p.answer(t, false)
 		if g.j.has("campaign") {
 			t.Errorf("an ineligible candidate campaigned: %s", g.j)

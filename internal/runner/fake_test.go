@@ -192,6 +192,11 @@ type fakeCampaigner struct {
 	vacant bool
 }
 
+func (c *fakeCampaigner) Ping(context.Context) error {
+	c.j.add("ping")
+	return nil
+}
+
 func (c *fakeCampaigner) AwaitVacant(ctx context.Context) error {
 	c.j.add("await vacant")
 	if c.vacant {

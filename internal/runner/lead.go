@@ -183,6 +183,9 @@ func (r *Runner) lead(ctx context.Context, term *Leadership) *Outcome {
 				child, restartAt = nil, time.After(d)
 				break
 			}
+			// The command is gone: nothing is left to check, also while
+			// --hold-at-least holds the term.
+			checks.stopHealth()
 			// Only a child that simply ended, in a term still held, may
 			// leave its term held on by --hold-at-least (holdRest below);
 			// every other term ends now.

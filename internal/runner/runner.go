@@ -96,6 +96,8 @@ type Campaigner interface {
 	Campaign(ctx context.Context) (*Leadership, error)
 	// AwaitVacant returns nil once the election has no candidate.
 	AwaitVacant(ctx context.Context) error
+	// Ping asks etcd a small question, to learn that it answers.
+	Ping(ctx context.Context) error
 }
 
 // Keepers starts children, each under a keeper of its own (package
@@ -174,6 +176,7 @@ func (c campaigner) Campaign(ctx context.Context) (*Leadership, error) {
 }
 
 func (c campaigner) AwaitVacant(ctx context.Context) error { return c.c.AwaitVacant(ctx) }
+func (c campaigner) Ping(ctx context.Context) error        { return c.c.Ping(ctx) }
 
 // Observer passes the campaign's events on: to the monitor, and to the
 // keepers, which get a keeper ready once the campaign is next in line and
