@@ -55,6 +55,9 @@ func newDamping(initial, ceiling time.Duration) *backoff.ExponentialBackOff {
 	b.InitialInterval = max(initial, time.Second)
 	b.MaxInterval = ceiling
 	b.MaxElapsedTime = 0
+	// A little jitter, so that candidates sick together do not come back
+	// together.
+	b.RandomizationFactor = 0.2
 	b.Reset()
 	return b
 }
