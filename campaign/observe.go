@@ -92,12 +92,14 @@ func (e *Election) sort() {
 	}
 }
 
-// ReadElection reads one election's queue and sentinels in one read-only
-// transaction, and returns them with the read's revision.
+// ReadElection reads one election's queue, sentinels and pause in one
+// read-only transaction, and returns them with the read's revision. The
+// health verdicts are read after it, at the same revision, and left out
+// when the role may not read them: they are only shown.
 func ReadElection(ctx context.Context, cli *clientv3.Client, l Layout) (Election, int64, error) {
 	all := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)}
 	resp, err := cli.Txn(ctx).Then(clientv3.OpGet(l.QueuePrefix(), all...), clientv3.OpGet(l.SentinelPrefix(), all...),
-		clientv3.OpGet(l.PauseKey()), clientv3.OpGet(l.HealthPrefix(), clientv3.WithPrefix())).Commit()
+		clientv3.OpGet(l.PauseKey())).Commit()
 	if err != nil {
 		return Election{}, 0, err
 	}
@@ -107,8 +109,18 @@ func ReadElection(ctx context.Context, cli *clientv3.Client, l Layout) (Election
 			e.add(kv)
 		}
 	}
+	rev := resp.Header.Revision
+	health, err := cli.Get(ctx, l.HealthPrefix(), clientv3.WithPrefix(), clientv3.WithRev(rev))
+	switch {
+	case err == nil:
+		for _, kv := range health.Kvs {
+			e.add(kv)
+		}
+	case !Permanent(err):
+		return Election{}, 0, err
+	}
 	e.sort()
-	return e, resp.Header.Revision, nil
+	return e, rev, nil
 }
 
 // Elections sorts the keys of a read of everything under prefix (already
@@ -195,12 +207,15 @@ func (e *Election) ReadSlots(ctx context.Context, cli *clientv3.Client) (map[int
 	return out, nil
 }
 
-// Watch watches what ReadElection reads, the queue and the sentinels, from
-// revision from on, under ctx. Two prefixes rather than one range over
-// both: a role that covers an election grants exactly these (README,
-// "Running against a secured etcd"). Watches made with one context share
-// one stream.
-func (l Layout) Watch(ctx context.Context, cli *clientv3.Client, from int64) (queue, sentinels clientv3.WatchChan) {
+// Watch watches what ReadElection reads, the queue, the sentinels, the
+// pause and the health verdicts, from revision from on, under ctx. One
+// watch per key or prefix rather than one range over all: a role that
+// covers an election grants exactly these (README, "Running against a
+// secured etcd"). Watches made with one context share one stream. A
+// role that may not read the health verdicts ends that watch alone, with
+// an error its reader skips.
+func (l Layout) Watch(ctx context.Context, cli *clientv3.Client, from int64) []clientv3.WatchChan {
 	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithRev(from)}
-	return cli.Watch(ctx, l.QueuePrefix(), opts...), cli.Watch(ctx, l.SentinelPrefix(), opts...)
+	return []clientv3.WatchChan{cli.Watch(ctx, l.QueuePrefix(), opts...), cli.Watch(ctx, l.SentinelPrefix(), opts...),
+		cli.Watch(ctx, l.PauseKey(), clientv3.WithRev(from)), cli.Watch(ctx, l.HealthPrefix(), opts...)}
 }

@@ -62,6 +62,9 @@ type statusWatch struct {
 
 	last  []byte // the state printed last, to print only changes
 	stale bool   // an outage was reported: print the next state whatever it is
+	// healthRefused: the role may not read the health verdicts, which are
+	// then not followed.
+	healthRefused bool
 }
 
 func watchStatus(c *cli.Context, cli *clientv3.Client, l campaign.Layout, dial time.Duration) error {
@@ -133,22 +136,50 @@ func (w *statusWatch) follow(ctx context.Context, rev int64, lost <-chan struct{
 	// instead of keeping it open and silent.
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	queue, sentinels := w.layout.Watch(wctx, w.cli, rev+1)
+	watches := w.layout.Watch(wctx, w.cli, rev+1)
+	health := len(watches) - 1 // the verdicts' watch, which a role may not cover
+	type watched struct {
+		i    int
+		resp clientv3.WatchResponse
+		ok   bool
+	}
+	merged := make(chan watched)
+	for i, ch := range watches {
+		go func() {
+			for {
+				resp, ok := <-ch
+				select {
+				case merged <- watched{i, resp, ok}:
+				case <-wctx.Done():
+					return
+				}
+				if !ok {
+					return
+				}
+			}
+		}()
+	}
 	for {
-		var resp clientv3.WatchResponse
-		var ok bool
+		var x watched
 		select {
 		case <-ctx.Done():
 			return false, nil
 		case <-lost:
 			return false, nil
-		case resp, ok = <-queue:
-		case resp, ok = <-sentinels:
+		case x = <-merged:
 		}
-		if !ok {
+		resp := x.resp
+		if !x.ok {
+			if x.i == health && w.healthRefused {
+				continue
+			}
 			return false, nil
 		}
 		if err := resp.Err(); err != nil {
+			if campaign.Permanent(err) && x.i == health {
+				w.healthRefused = true // shown without the verdicts
+				continue
+			}
 			if campaign.Permanent(err) {
 				return false, failf("status: watching %s: %v", w.layout.Prefix(), err)
 			}
@@ -228,6 +259,12 @@ func watchLine(el electionJSON, rev int64, at time.Time) string {
 		fmt.Fprintf(&b, " state=waiting-older leader=%s lease=%s rev=%d", field(l.ID), l.Lease, l.Rev)
 	default:
 		fmt.Fprintf(&b, " state=leading leader=%s lease=%s rev=%d", field(l.ID), l.Lease, l.Rev)
+	}
+	if l := el.Leader; l != nil && l.Health != nil {
+		fmt.Fprintf(&b, " health=%s", field(l.Health.Status))
+	}
+	if el.Paused != nil {
+		b.WriteString(" paused=true")
 	}
 	if el.Holders > 1 {
 		// The leader above is the first of them.

@@ -67,24 +67,30 @@ func TestUnhealthyLeaderReplacedByHealthyCandidate(t *testing.T) {
 }
 
 // With nobody waiting, an unhealthy command is restarted in place, in the
-// same term (the same fencing token), after the damping delay.
+// same term (the same fencing token), after the damping delay. status
+// --watch follows the verdicts.
 func TestUnhealthyCommandRestartedInPlace(t *testing.T) {
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	dir := t.TempDir()
 	sick := filepath.Join(dir, "sick")
+	w := e.watchStatus("probe", nil)
 	c := e.start("c1", checkFlags(), e.probe(), "SICK="+sick, "PIDS="+filepath.Join(dir, "pids"))
 	c.out.waitFor(t, "c1", "ready", 0)
+	_, healthy := w.out.waitFor(t, "watch", "health=healthy", 0)
 	if err := os.WriteFile(sick, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	c.log.waitFor(t, "c1", "restarting it in place", 0)
+	w.out.waitFor(t, "watch", "health=unhealthy", healthy)
 	if err := os.Remove(sick); err != nil {
 		t.Fatal(err)
 	}
 	c.log.waitFor(t, "c1", "restarting the command in place", 0)
 	_, at := c.out.waitFor(t, "c1", "ready", 0)
 	c.out.waitFor(t, "c1", "ready", at+1)
+	w.out.waitFor(t, "watch", "health=healthy", healthy+1)
+	stopWatch(t, w)
 	stopAll(t, e, c)
 	var revs []string
 	for _, l := range e.journalLines(t) {
