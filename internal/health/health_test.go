@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -193,4 +194,25 @@ func TestHTTP(t *testing.T) {
 	if r := check("/hang"); r.OK || !strings.Contains(r.Err, "timed out") {
 		t.Errorf("/hang: %+v", r)
 	}
+}
+
+// What a check command costs beside a bare fork and exec of the same shell
+// (the baseline, measured in the same run): the keeper's start and its
+// containment. BENCHMARKS.md quotes the ratio.
+func BenchmarkCommandCheck(b *testing.B) {
+	b.Run("check", func(b *testing.B) {
+		c := command("true", time.Minute)
+		for b.Loop() {
+			if r := c.Check(b.Context(), 0); !r.OK {
+				b.Fatalf("%+v", r)
+			}
+		}
+	})
+	b.Run("exec", func(b *testing.B) {
+		for b.Loop() {
+			if err := exec.Command("/bin/sh", "-c", "true").Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
