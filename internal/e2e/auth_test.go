@@ -22,8 +22,9 @@ const (
 // may read and write only election "reports": the queue prefix
 // etcdlead/reports/, the sentinel prefix etcdlead/reports.lease/ and the
 // resign-request key etcdlead/reports.resign, the run records' prefix
-// etcdlead/reports.run/, and read the pause key etcdlead/reports.pause, as
-// the README's
+// etcdlead/reports.run/, the health verdicts' prefix
+// etcdlead/reports.health/, and read the pause key etcdlead/reports.pause,
+// as the README's
 // "Running against a secured etcd" sets them up. It returns the cluster and
 // a root client.
 func startAuthEtcd(t *testing.T) (*etcdtest.Cluster, *clientv3.Client) {
@@ -43,6 +44,11 @@ func startAuthEtcd(t *testing.T) (*etcdtest.Cluster, *clientv3.Client) {
 		func() error {
 			_, err := c.RoleGrantPermission(ctx, "etcdlead-reports", "etcdlead/reports.lease/",
 				clientv3.GetPrefixRangeEnd("etcdlead/reports.lease/"), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error {
+			_, err := c.RoleGrantPermission(ctx, "etcdlead-reports", "etcdlead/reports.health/",
+				clientv3.GetPrefixRangeEnd("etcdlead/reports.health/"), clientv3.PermissionType(clientv3.PermReadWrite))
 			return err
 		},
 		func() error {
@@ -308,4 +314,31 @@ func refusedWithout(t *testing.T, key, hint string, flags ...string) {
 		t.Errorf("a child ran: %q", o.stdout)
 	}
 	nothingLeft(t, root, "etcdlead/")
+}
+
+// A status role of the four keys the README names, without the health
+// verdicts' prefix: status, and status --watch, show the election without
+// the verdicts, never a refusal.
+func TestAuthStatusWithoutHealthGrant(t *testing.T) {
+	t.Parallel()
+	cluster, root := startAuthEtcd(t)
+	if _, err := root.RoleRevokePermission(ctxT(t), "etcdlead-reports", "etcdlead/reports.health/",
+		clientv3.GetPrefixRangeEnd("etcdlead/reports.health/")); err != nil {
+		t.Fatal(err)
+	}
+	pw := "ETCDLEAD_PASSWORD=" + alicePassword
+	o := runEtcdlead(t, []string{pw}, "status", "--endpoints="+cluster.Endpoints()[0], "--election=reports", "--user=alice")
+	if o.code != 3 || !strings.Contains(o.stdout, "(no leader)") {
+		t.Errorf("status without the health grant: exit %d, stdout %q, stderr %q; want 3 and no leader", o.code, o.stdout, o.stderr)
+	}
+	e := newEnv(t, cluster.Endpoints())
+	e.prefix = "etcdlead/"
+	w := e.watchStatus("reports", []string{pw}, "--user=alice")
+	_, at := w.out.waitFor(t, "watch", "state=no-leader waiting=0", 0)
+	// The stream goes on past the refused watch of the verdicts.
+	c := e.start("c1", []string{"--election=reports", "--user=alice", "--ttl=2s"}, e.probe(), pw)
+	c.out.waitFor(t, "c1", "ready", 0)
+	w.out.waitFor(t, "watch", "state=leading leader=c1", at+1)
+	stopWatch(t, w)
+	stopAll(t, e, c)
 }

@@ -112,7 +112,8 @@ etcdctl user grant-role etcdlead-tls etcdlead-reports`)
 	for _, p := range role.Perm {
 		perms = append(perms, fmt.Sprintf("%s [%s, %s)", p.PermType, p.Key, p.RangeEnd))
 	}
-	want := []string{"READWRITE [etcdlead/reports.lease/, etcdlead/reports.lease0)", "READ [etcdlead/reports.pause, )", "READWRITE [etcdlead/reports.resign, )",
+	want := []string{"READWRITE [etcdlead/reports.health/, etcdlead/reports.health0)", "READWRITE [etcdlead/reports.lease/, etcdlead/reports.lease0)",
+		"READ [etcdlead/reports.pause, )", "READWRITE [etcdlead/reports.resign, )", "READWRITE [etcdlead/reports.run/, etcdlead/reports.run0)",
 		"READWRITE [etcdlead/reports/, etcdlead/reports0)"}
 	if !slices.Equal(perms, want) {
 		t.Errorf("the README's role has %q, want %q", perms, want)
