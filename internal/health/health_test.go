@@ -198,7 +198,7 @@ func TestHTTP(t *testing.T) {
 
 // What a check command costs beside a bare fork and exec of the same shell
 // (the baseline, measured in the same run): the keeper's start and its
-// containment. BENCHMARKS.md quotes the ratio.
+// containment, paid once per --health-interval.
 func BenchmarkCommandCheck(b *testing.B) {
 	b.Run("check", func(b *testing.B) {
 		c := command("true", time.Minute)
