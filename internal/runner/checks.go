@@ -191,7 +191,7 @@ func (r *Runner) checkOnce(ctx context.Context, p health.Probe) (health.Result, 
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan health.Result, 1)
-	go func() { done <- p.Check(cctx, 0) }()
+	go func() { done <- p.Check(cctx, nil) }()
 	for {
 		select {
 		case res := <-done:

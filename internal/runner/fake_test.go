@@ -218,7 +218,7 @@ func newProbe(j *journal, name string) *fakeProbe {
 	return &fakeProbe{j: j, name: name, answers: make(chan health.Result)}
 }
 
-func (p *fakeProbe) Check(ctx context.Context, _ time.Duration) health.Result {
+func (p *fakeProbe) Check(ctx context.Context, _ func() time.Duration) health.Result {
 	p.j.add(p.name + " check")
 	defer p.j.add(p.name + " done")
 	select {
