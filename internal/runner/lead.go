@@ -144,7 +144,7 @@ func (r *Runner) lead(ctx context.Context, term *Leadership) *Outcome {
 			r.log.Warn("no longer eligible (--eligible-cmd); stepping down, child stopping", "check", x.Summary(),
 				"signal", signals.Name(r.cfg.KillSignal))
 		case v := <-checks.verdicts:
-			if st.stopping() || restarting || child == nil {
+			if st.stopping() || restarting || child == nil || !checks.current(v) {
 				break
 			}
 			r.dampingAfterQuiet()
