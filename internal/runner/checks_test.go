@@ -150,6 +150,12 @@ func TestUnhealthyCommandRestartedInPlace(t *testing.T) {
 			if asked := g.j.has("waiting?"); asked == c.restart {
 				t.Errorf("asked whether a candidate waits: %v, under --health-action=restart %v", asked, c.restart)
 			}
+			// The new command's keeper hears the term's renewals.
+			g.terms[0].renew <- time.Minute
+			g.j.waitFor(t, "child 1 deadline 1m0s", 1)
+			if g.j.has("child 0 deadline 1m0s") {
+				t.Errorf("a renewal after the restart went to the old command's keeper: %s", g.j)
+			}
 			// The new command is checked afresh.
 			p.answer(t, true)
 			g.keepers.child(t, 1).exit(0, supervisor.ReasonExited)
