@@ -287,7 +287,9 @@ func (c *fakeChild) end(res supervisor.Result) {
 func (c *fakeChild) Pid() int                  { return 4242 }
 func (c *fakeChild) Done() <-chan struct{}     { return c.done }
 func (c *fakeChild) Result() supervisor.Result { return c.res }
-func (c *fakeChild) SetDeadline(d time.Duration) { c.j.add(fmt.Sprintf("child %d deadline %s", c.n, d)) }
+func (c *fakeChild) SetDeadline(d time.Duration) {
+	c.j.add(fmt.Sprintf("child %d deadline %s", c.n, d))
+}
 func (c *fakeChild) Stop(sig syscall.Signal) {
 	c.j.add("stop " + signals.Name(sig))
 	if c.obeys {
