@@ -164,3 +164,25 @@ func TestUnhealthyCommandRestartedInPlace(t *testing.T) {
 		})
 	}
 }
+
+// A command that runs once (--once, --run-id) is never restarted in place:
+// unhealthy, it is stopped and the term ends, under --once as a lost term.
+func TestUnhealthyOnceCommandNotRestarted(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Once = true
+	p := probe("health")
+	cfg.Health = healthConfig(p, false)
+	g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
+		p.j = g.j
+		g.keepers.obeys = true
+		return []func(int) (*Leadership, error){g.wins()}
+	})
+	g.keepers.child(t, 0)
+	p.answer(t, false)
+	p.answer(t, false)
+	wantOutcome(t, g.outcome(t), LostOnce, 143)
+	if n := g.j.count("child started"); n != 1 {
+		t.Errorf("%d commands started under --once, want 1: %s", n, g.j)
+	}
+	g.j.inOrder(t, "stop SIGTERM", "child exited", "revoke")
+}

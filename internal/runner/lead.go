@@ -154,7 +154,9 @@ func (r *Runner) lead(ctx context.Context, term *Leadership) *Outcome {
 			r.dampingAfterQuiet()
 			checks.stopHealth()
 			child.Stop(r.cfg.KillSignal)
-			if v.stepDown {
+			// A command that runs once (--once, --run-id) is never
+			// started a second time in place.
+			if v.stepDown || r.cfg.Once || r.cfg.RunID != "" {
 				st.lost = errUnhealthy
 				r.log.Warn("the command is unhealthy; stepping down for a waiting candidate, child stopping", "check", v.res.Summary(),
 					"signal", signals.Name(r.cfg.KillSignal))
