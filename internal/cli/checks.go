@@ -72,6 +72,7 @@ func parseChecks(c *cli.Context) (checkOptions, error) {
 		return o, fmt.Errorf("--health-retries %d is not a number of failures: use 1 or more", o.healthRetries)
 	}
 	o.healthRestart = action == "restart"
+
 	if o.healthURL != "" {
 		u, err := url.Parse(o.healthURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

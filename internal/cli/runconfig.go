@@ -127,6 +127,9 @@ func parseRunConfig(c *cli.Context, raw []string) (runConfig, error) {
 	if rc.checks, err = parseChecks(c); err != nil {
 		return rc, err
 	}
+	if rc.checks.healthRestart && (rc.once || rc.runID != "") {
+		return rc, errors.New("--health-action=restart starts the command again in place, --once and --run-id run it once: give one of them")
+	}
 	rc.path, err = resolveCommand(rc.argv[0])
 	return rc, err
 }

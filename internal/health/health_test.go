@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/etcdlead/etcdlead/internal/bootclock"
 	"github.com/etcdlead/etcdlead/internal/health"
 	"github.com/etcdlead/etcdlead/internal/testsupport/proctest"
 	"github.com/etcdlead/etcdlead/supervisor"
@@ -99,39 +100,39 @@ func TestCommand(t *testing.T) {
 	}
 
 	t.Run("pass", func(t *testing.T) {
-		r := command("echo ok", 10*time.Second).Check(t.Context(), 0)
-		if !r.OK || r.Code != 0 || r.Output != "ok\n" || r.Err != "" {
+		r := command("echo ok", 10*time.Second).Check(t.Context(), nil)
+		if !r.OK || r.Code != 0 || r.Output != "ok\n" || r.Err != "" || r.Took <= 0 {
 			t.Fatalf("%+v", r)
 		}
 	})
 	t.Run("fail", func(t *testing.T) {
-		r := command("echo bad >&2; exit 1", 10*time.Second).Check(t.Context(), 0)
+		r := command("echo bad >&2; exit 1", 10*time.Second).Check(t.Context(), nil)
 		if r.OK || r.Code != 1 || r.Output != "bad\n" || r.Err != "" {
 			t.Fatalf("%+v", r)
 		}
 	})
 	t.Run("not found", func(t *testing.T) {
-		r := command("/nonexistent/check", 10*time.Second).Check(t.Context(), 0)
+		r := command("/nonexistent/check", 10*time.Second).Check(t.Context(), nil)
 		if r.OK || r.Code != 127 {
 			t.Fatalf("%+v", r)
 		}
 	})
 	t.Run("hangs", func(t *testing.T) {
-		r := command(fmt.Sprintf("sleep 600 & echo $! > %s; wait", pidfile("hang")), 300*time.Millisecond).Check(t.Context(), 0)
+		r := command(fmt.Sprintf("sleep 600 & echo $! > %s; wait", pidfile("hang")), 300*time.Millisecond).Check(t.Context(), nil)
 		if r.OK || !strings.Contains(r.Err, "timed out") {
 			t.Fatalf("%+v", r)
 		}
 		gone(t, "hang")
 	})
 	t.Run("floods", func(t *testing.T) {
-		r := command("yes", 300*time.Millisecond).Check(t.Context(), 0)
+		r := command("yes", 300*time.Millisecond).Check(t.Context(), nil)
 		if r.OK || !strings.Contains(r.Err, "timed out") || len(r.Output) != health.MaxOutput {
 			t.Fatalf("ok %v, err %q, %d bytes of output", r.OK, r.Err, len(r.Output))
 		}
 	})
 	t.Run("forks", func(t *testing.T) {
 		shell := fmt.Sprintf(`sh -c 'trap "" TERM; while :; do sleep 1; done' & echo $! > %s; echo fine`, pidfile("fork"))
-		r := command(shell, 10*time.Second).Check(t.Context(), 0)
+		r := command(shell, 10*time.Second).Check(t.Context(), nil)
 		if !r.OK || r.Output != "fine\n" {
 			t.Fatalf("%+v", r)
 		}
@@ -141,7 +142,7 @@ func TestCommand(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan health.Result, 1)
 		go func() {
-			done <- command(fmt.Sprintf("echo $$ > %s; exec sleep 600", pidfile("stop")), time.Hour).Check(ctx, 0)
+			done <- command(fmt.Sprintf("echo $$ > %s; exec sleep 600", pidfile("stop")), time.Hour).Check(ctx, nil)
 		}()
 		for {
 			if _, err := os.Stat(pidfile("stop")); err == nil {
@@ -183,7 +184,7 @@ func TestHTTP(t *testing.T) {
 	defer srv.Close()
 	defer close(release)
 	check := func(path string) health.Result {
-		return (&health.HTTP{URL: srv.URL + path, Timeout: 300 * time.Millisecond}).Check(t.Context(), 0)
+		return (&health.HTTP{URL: srv.URL + path, Timeout: 300 * time.Millisecond}).Check(t.Context(), nil)
 	}
 	if r := check("/ok"); !r.OK || r.Code != 200 || r.Output != "fine" {
 		t.Errorf("/ok: %+v", r)
@@ -203,7 +204,7 @@ func BenchmarkCommandCheck(b *testing.B) {
 	b.Run("check", func(b *testing.B) {
 		c := command("true", time.Minute)
 		for b.Loop() {
-			if r := c.Check(b.Context(), 0); !r.OK {
+			if r := c.Check(b.Context(), nil); !r.OK {
 				b.Fatalf("%+v", r)
 			}
 		}
@@ -215,4 +216,22 @@ func BenchmarkCommandCheck(b *testing.B) {
 			}
 		}
 	})
+}
+
+// A check command's processes are fenced as the command's are: at the
+// term's deadline, which its renewals move on while the check runs. A
+// check that outlasts one TTL of a term that is renewed is not cut short;
+// one whose term is not renewed is stopped at the fence.
+func TestCommandFollowsTheTermsDeadline(t *testing.T) {
+	const ahead = 800 * time.Millisecond // a deadline this far ahead: T − K − m leaves 500ms
+	renewed := func() time.Duration { return bootclock.Now() + ahead }
+	r := command("sleep 1.5", 10*time.Second).Check(t.Context(), renewed)
+	if !r.OK {
+		t.Errorf("a check of a renewed term: %+v, want it to pass", r)
+	}
+	fixed := bootclock.Now() + ahead
+	r = command("sleep 5", 10*time.Second).Check(t.Context(), func() time.Duration { return fixed })
+	if r.OK || !strings.Contains(r.Err, "fence") {
+		t.Errorf("a check of a term not renewed: %+v, want it stopped at the fence", r)
+	}
 }

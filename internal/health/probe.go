@@ -43,11 +43,12 @@ func (r Result) Summary() string {
 
 // Probe is one kind of check.
 type Probe interface {
-	// Check runs the check once, bounded by its timeout. deadline is the
-	// boot-clock fence deadline of the processes it starts (a term's), 0
-	// for none. When it returns, no process it started is left; ctx
-	// ending stops it early.
-	Check(ctx context.Context, deadline time.Duration) Result
+	// Check runs the check once, bounded by its timeout. deadline, if
+	// not nil, gives the boot-clock fence deadline of the processes it
+	// starts: a term's, which its renewals move on while the check runs.
+	// When it returns, no process it started is left; ctx ending stops it
+	// early.
+	Check(ctx context.Context, deadline func() time.Duration) Result
 }
 
 // Command is a check by a shell command: `/bin/sh -c Shell`, healthy when
@@ -61,8 +62,12 @@ type Command struct {
 	Log                      hclog.Logger
 }
 
-func (c *Command) Check(ctx context.Context, deadline time.Duration) Result {
-	res := Result{Code: -1, At: time.Now()}
+// deadlinePoll is how often a running check command's fence follows its
+// term's deadline. A fence that lags only fires earlier.
+const deadlinePoll = 250 * time.Millisecond
+
+func (c *Command) Check(ctx context.Context, deadline func() time.Duration) (res Result) {
+	res = Result{Code: -1, At: time.Now()}
 	defer func() { res.Took = time.Since(res.At) }()
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -76,10 +81,14 @@ func (c *Command) Check(ctx context.Context, deadline time.Duration) Result {
 		res.Err = err.Error()
 		return res
 	}
+	var fence time.Duration
+	if deadline != nil {
+		fence = deadline()
+	}
 	// Stdin is not the terminal: a check never takes its foreground.
 	child, err := supervisor.Start(supervisor.Spec{
 		Path: "/bin/sh", Argv: []string{"sh", "-c", c.Shell}, Env: c.Env,
-		KillSignal: syscall.SIGTERM, KillTimeout: c.KillTimeout, FenceMargin: c.FenceMargin, Deadline: deadline,
+		KillSignal: syscall.SIGTERM, KillTimeout: c.KillTimeout, FenceMargin: c.FenceMargin, Deadline: fence,
 		LogLevel: "error", Stdin: devnull, Stdout: w, Stderr: w,
 	}, c.Log)
 	w.Close()
@@ -92,16 +101,35 @@ func (c *Command) Check(ctx context.Context, deadline time.Duration) Result {
 	go func() { out <- readCapped(r) }()
 	timeout := time.NewTimer(c.Timeout)
 	defer timeout.Stop()
-	select {
-	case <-child.Done():
-	case <-timeout.C:
-		child.Kill()
-		<-child.Done()
-		res.Err = fmt.Sprintf("timed out after %s", c.Timeout)
-	case <-ctx.Done():
-		child.Kill()
-		<-child.Done()
-		res.Err = "stopped"
+	var follow <-chan time.Time
+	if deadline != nil {
+		t := time.NewTicker(deadlinePoll)
+		defer t.Stop()
+		follow = t.C
+	}
+wait:
+	for {
+		select {
+		case <-child.Done():
+			break wait
+		case <-follow:
+			// The term was renewed: its fence moves on, for the check's
+			// processes as for the command's.
+			if d := deadline(); d != fence {
+				fence = d
+				child.SetDeadline(d)
+			}
+		case <-timeout.C:
+			child.Kill()
+			<-child.Done()
+			res.Err = fmt.Sprintf("timed out after %s", c.Timeout)
+			break wait
+		case <-ctx.Done():
+			child.Kill()
+			<-child.Done()
+			res.Err = "stopped"
+			break wait
+		}
 	}
 	// Every process of the check is gone, so the pipe ends once the
 	// keeper, which writes to it too, has exited: soon.
@@ -148,8 +176,8 @@ type HTTP struct {
 
 var plainClient = &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
 
-func (h *HTTP) Check(ctx context.Context, _ time.Duration) Result {
-	res := Result{Code: -1, At: time.Now()}
+func (h *HTTP) Check(ctx context.Context, _ func() time.Duration) (res Result) {
+	res = Result{Code: -1, At: time.Now()}
 	defer func() { res.Took = time.Since(res.At) }()
 	ctx, cancel := context.WithTimeout(ctx, h.Timeout)
 	defer cancel()

@@ -72,7 +72,7 @@ func (t *Tracker) Last() (Result, bool) { return t.last, t.seen }
 // Loop runs p every interval, the first time interval after it is called,
 // and hands each result to each, from Loop's goroutine, until ctx ends. A
 // check takes its time: the next starts interval after the last one
-// ended. deadline gives the fence deadline for each check. Loop returns
+// ended. deadline gives the fence deadline of each check. Loop returns
 // only once the check under way, if any, has ended with every process it
 // started.
 func Loop(ctx context.Context, p Probe, interval time.Duration, deadline func() time.Duration, each func(Result)) {
@@ -84,11 +84,7 @@ func Loop(ctx context.Context, p Probe, interval time.Duration, deadline func() 
 			return
 		case <-t.C:
 		}
-		var d time.Duration
-		if deadline != nil {
-			d = deadline()
-		}
-		r := p.Check(ctx, d)
+		r := p.Check(ctx, deadline)
 		if ctx.Err() != nil {
 			return
 		}

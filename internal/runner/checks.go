@@ -65,6 +65,9 @@ func newDamping(initial, ceiling time.Duration) *backoff.ExponentialBackOff {
 // verdict is what the health check decided, for the term's loop.
 type verdict struct {
 	res health.Result
+	// command counts the commands of the term: a verdict about one that
+	// was restarted since is stale.
+	command int
 	// stepDown: a candidate waits to take over; else the command is
 	// restarted in place.
 	stepDown bool
@@ -81,8 +84,10 @@ type termChecks struct {
 	wg       sync.WaitGroup
 	eligible chan health.Result
 	verdicts chan verdict
-	// health ends the current command's health loop.
-	health context.CancelFunc
+	// health ends the current command's health loop, and command counts
+	// the commands checked (verdict.command).
+	health  context.CancelFunc
+	command int
 }
 
 func (r *Runner) startTermChecks(ctx context.Context, term *Leadership) *termChecks {
@@ -110,6 +115,8 @@ func (c *termChecks) startHealth() {
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
 	c.health = cancel
+	c.command++
+	command := c.command
 	tracker := health.NewTracker(h.Retries, h.StartPeriod, time.Now())
 	c.r.noteHealth(tracker)
 	c.wg.Go(func() {
@@ -125,7 +132,7 @@ func (c *termChecks) startHealth() {
 			if tracker.Status() != health.Unhealthy {
 				return
 			}
-			v := verdict{res: res}
+			v := verdict{res: res, command: command}
 			if !h.Restart {
 				// Stepping down helps only if a candidate takes over:
 				// with none waiting (every other one sick, say), the
@@ -148,6 +155,9 @@ func (c *termChecks) recordHealth(ctx context.Context, s health.Status) {
 		c.r.log.Warn("the command's health not recorded in etcd for etcdlead status", "error", err)
 	}
 }
+
+// current reports whether v is about the command that runs now.
+func (c *termChecks) current(v verdict) bool { return v.command == c.command }
 
 // stopHealth ends the health loop of the command being replaced.
 func (c *termChecks) stopHealth() {
@@ -191,7 +201,7 @@ func (r *Runner) checkOnce(ctx context.Context, p health.Probe) (health.Result, 
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan health.Result, 1)
-	go func() { done <- p.Check(cctx, 0) }()
+	go func() { done <- p.Check(cctx, nil) }()
 	for {
 		select {
 		case res := <-done:

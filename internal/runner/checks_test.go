@@ -150,6 +150,12 @@ func TestUnhealthyCommandRestartedInPlace(t *testing.T) {
 			if asked := g.j.has("waiting?"); asked == c.restart {
 				t.Errorf("asked whether a candidate waits: %v, under --health-action=restart %v", asked, c.restart)
 			}
+			// The new command's keeper hears the term's renewals.
+			g.terms[0].renew <- time.Minute
+			g.j.waitFor(t, "child 1 deadline 1m0s", 1)
+			if g.j.has("child 0 deadline 1m0s") {
+				t.Errorf("a renewal after the restart went to the old command's keeper: %s", g.j)
+			}
 			// The new command is checked afresh.
 			p.answer(t, true)
 			g.keepers.child(t, 1).exit(0, supervisor.ReasonExited)
@@ -157,4 +163,26 @@ func TestUnhealthyCommandRestartedInPlace(t *testing.T) {
 			g.j.settledBefore(t, "health check", "health done", "revoke")
 		})
 	}
+}
+
+// A command that runs once (--once, --run-id) is never restarted in place:
+// unhealthy, it is stopped and the term ends, under --once as a lost term.
+func TestUnhealthyOnceCommandNotRestarted(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Once = true
+	p := probe("health")
+	cfg.Health = healthConfig(p, false)
+	g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
+		p.j = g.j
+		g.keepers.obeys = true
+		return []func(int) (*Leadership, error){g.wins()}
+	})
+	g.keepers.child(t, 0)
+	p.answer(t, false)
+	p.answer(t, false)
+	wantOutcome(t, g.outcome(t), LostOnce, 143)
+	if n := g.j.count("child started"); n != 1 {
+		t.Errorf("%d commands started under --once, want 1: %s", n, g.j)
+	}
+	g.j.inOrder(t, "stop SIGTERM", "child exited", "revoke")
 }

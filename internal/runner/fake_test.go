@@ -155,6 +155,9 @@ type fakeTerm struct {
 	lose chan error
 	// waiting is what Waiting answers: whether a candidate waits.
 	waiting bool
+	// renew, when sent a deadline, makes Lead tell it to the keeper
+	// (onRenew), as a renewal would.
+	renew chan time.Duration
 }
 
 func (f *fakeTerm) term() *Leadership {
@@ -166,14 +169,18 @@ func (f *fakeTerm) term() *Leadership {
 			f.j.add("waiting?")
 			return f.waiting, nil
 		},
-		Lead: func(ctx context.Context, _ func(time.Duration)) error {
+		Lead: func(ctx context.Context, onRenew func(time.Duration)) error {
 			f.j.add("hold")
 			defer f.j.add("hold returned")
-			select {
-			case err := <-f.lose:
-				return err
-			case <-ctx.Done():
-				return ctx.Err()
+			for {
+				select {
+				case err := <-f.lose:
+					return err
+				case d := <-f.renew:
+					onRenew(d)
+				case <-ctx.Done():
+					return ctx.Err()
+				}
 			}
 		},
 		Revoke: func() { f.j.add("revoke") },
@@ -218,7 +225,7 @@ func newProbe(j *journal, name string) *fakeProbe {
 	return &fakeProbe{j: j, name: name, answers: make(chan health.Result)}
 }
 
-func (p *fakeProbe) Check(ctx context.Context, _ time.Duration) health.Result {
+func (p *fakeProbe) Check(ctx context.Context, _ func() time.Duration) health.Result {
 	p.j.add(p.name + " check")
 	defer p.j.add(p.name + " done")
 	select {
@@ -257,6 +264,7 @@ func (c *fakeCampaigner) Campaign(ctx context.Context) (*Leadership, error) {
 // fakeChild ends when the test says, or on Stop/Kill if it obeys.
 type fakeChild struct {
 	j      *journal
+	n      int // which child of the run, from 0
 	done   chan struct{}
 	once   sync.Once
 	res    supervisor.Result
@@ -279,7 +287,9 @@ func (c *fakeChild) end(res supervisor.Result) {
 func (c *fakeChild) Pid() int                  { return 4242 }
 func (c *fakeChild) Done() <-chan struct{}     { return c.done }
 func (c *fakeChild) Result() supervisor.Result { return c.res }
-func (c *fakeChild) SetDeadline(time.Duration) {}
+func (c *fakeChild) SetDeadline(d time.Duration) {
+	c.j.add(fmt.Sprintf("child %d deadline %s", c.n, d))
+}
 func (c *fakeChild) Stop(sig syscall.Signal) {
 	c.j.add("stop " + signals.Name(sig))
 	if c.obeys {
@@ -308,8 +318,8 @@ func (k *fakeKeepers) Start(_ time.Duration, env []string) (Child, error) {
 		k.j.add("start failed")
 		return nil, k.startErr
 	}
-	c := &fakeChild{j: k.j, done: make(chan struct{}), obeys: k.obeys}
 	k.mu.Lock()
+	c := &fakeChild{j: k.j, n: len(k.children), done: make(chan struct{}), obeys: k.obeys}
 	k.children = append(k.children, c)
 	k.env = append(k.env, env)
 	k.mu.Unlock()
@@ -365,7 +375,7 @@ func baseConfig() Config {
 
 // wins makes the n-th campaign win a fresh term.
 func (g *rig) wins() func(int) (*Leadership, error) {
-	ft := &fakeTerm{j: g.j, n: len(g.terms) + 1, lose: make(chan error, 1)}
+	ft := &fakeTerm{j: g.j, n: len(g.terms) + 1, lose: make(chan error, 1), renew: make(chan time.Duration)}
 	g.terms = append(g.terms, ft)
 	return func(int) (*Leadership, error) { return ft.term(), nil }
 }

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"sync"
 	"syscall"
 	"time"
 
@@ -49,7 +50,10 @@ func (r *Runner) lead(ctx context.Context, term *Leadership) *Outcome {
 	// once Lead has returned: no renewal outlives the term.
 	hctx, hcancel := context.WithCancel(ctx)
 	held := make(chan error, 1)
-	go func() { held <- term.Lead(hctx, child.SetDeadline) }()
+	// A renewal's new deadline goes to the keeper of the command that
+	// runs now: after a restart in place, the new one's.
+	keeper := &keeperOf{c: child}
+	go func() { held <- term.Lead(hctx, keeper.setDeadline) }()
 	renewing := true
 	defer func() {
 		hcancel()
@@ -144,13 +148,15 @@ func (r *Runner) lead(ctx context.Context, term *Leadership) *Outcome {
 			r.log.Warn("no longer eligible (--eligible-cmd); stepping down, child stopping", "check", x.Summary(),
 				"signal", signals.Name(r.cfg.KillSignal))
 		case v := <-checks.verdicts:
-			if st.stopping() || restarting || child == nil {
+			if st.stopping() || restarting || child == nil || !checks.current(v) {
 				break
 			}
 			r.dampingAfterQuiet()
 			checks.stopHealth()
 			child.Stop(r.cfg.KillSignal)
-			if v.stepDown {
+			// A command that runs once (--once, --run-id) is never
+			// started a second time in place.
+			if v.stepDown || r.cfg.Once || r.cfg.RunID != "" {
 				st.lost = errUnhealthy
 				r.log.Warn("the command is unhealthy; stepping down for a waiting candidate, child stopping", "check", v.res.Summary(),
 					"signal", signals.Name(r.cfg.KillSignal))
@@ -169,6 +175,7 @@ func (r *Runner) lead(ctx context.Context, term *Leadership) *Outcome {
 				endTerm()
 				return o
 			}
+			keeper.set(child, term.Deadline())
 			checks.startHealth()
 		case <-childDone:
 			r.log.Trace("child done")
@@ -378,4 +385,26 @@ func (r *Runner) forgetRun(term *Leadership) {
 	if term.ForgetRun != nil {
 		term.ForgetRun()
 	}
+}
+
+// keeperOf is the command that runs now, whose keeper hears the term's
+// new deadlines.
+type keeperOf struct {
+	mu sync.Mutex
+	c  Child
+}
+
+func (k *keeperOf) setDeadline(d time.Duration) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.c.SetDeadline(d)
+}
+
+// set makes c the command to tell, and tells it deadline, the term's now:
+// a renewal between c's start and this call went to the command before.
+func (k *keeperOf) set(c Child, deadline time.Duration) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.c = c
+	c.SetDeadline(deadline)
 }
