@@ -197,6 +197,9 @@ type fakeCampaigner struct {
 	// vacant: AwaitVacant answers at once that the election has no
 	// candidate; else it waits for its context.
 	vacant bool
+	// lateWin, if set, is the term a campaign past its answers wins just
+	// as its context ends, as a real one may.
+	lateWin *fakeTerm
 }
 
 func (c *fakeCampaigner) Ping(context.Context) error {
@@ -258,6 +261,9 @@ func (c *fakeCampaigner) Campaign(ctx context.Context) (*Leadership, error) {
 	}
 	<-ctx.Done()
 	c.j.add("campaign cancelled")
+	if c.lateWin != nil {
+		return c.lateWin.term(), nil
+	}
 	return nil, campaign.ErrNotLeader
 }
 

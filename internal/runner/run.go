@@ -210,7 +210,7 @@ func (r *Runner) campaign(ctx context.Context) (*Leadership, error) {
 	stop := func() (*Leadership, error) {
 		cancel()
 		if x := <-res; x.term != nil {
-			x.term.Revoke()
+			abandon(x.term)
 		}
 		return nil, errStopped
 	}
@@ -239,12 +239,12 @@ func (r *Runner) campaign(ctx context.Context) (*Leadership, error) {
 			r.log.Warn("no longer eligible (--eligible-cmd); leaving the queue", "check", x.Summary())
 			cancel()
 			if x := <-res; x.term != nil {
-				x.term.Revoke()
+				abandon(x.term)
 			}
 			return nil, errIneligible
 		case x := <-res:
 			if x.term != nil && ctx.Err() != nil {
-				x.term.Revoke()
+				abandon(x.term)
 				return nil, errStopped
 			}
 			return x.term, x.err
@@ -285,3 +285,12 @@ func (r *Runner) onSignal(s os.Signal, p signals.Phase, child Child) signals.Act
 }
 
 func (r *Runner) prefix() string { return r.cfg.Layout.Prefix() }
+
+// abandon ends a term won but not used: no command ran in it, so its
+// record of the run id, if any, is taken back too.
+func abandon(t *Leadership) {
+	if t.ForgetRun != nil {
+		t.ForgetRun()
+	}
+	t.Revoke()
+}

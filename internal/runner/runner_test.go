@@ -392,3 +392,21 @@ func TestRunDoneIsNotLeader(t *testing.T) {
 	})
 	wantOutcome(t, g.outcome(t), NotLeader, 0)
 }
+
+// A term won just as a stop signal ends the campaign runs no command, so
+// its record of the run id is taken back before its revoke.
+func TestAbandonedTermForgetsItsRun(t *testing.T) {
+	cfg := baseConfig()
+	cfg.RunID = "f1"
+	g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
+		g.camp.lateWin = &fakeTerm{j: g.j, n: 1, lose: make(chan error, 1)}
+		return nil
+	})
+	g.j.waitFor(t, "campaign", 1)
+	g.sigs <- syscall.SIGTERM
+	wantOutcome(t, g.outcome(t), Stopped, 0)
+	g.j.inOrder(t, "campaign cancelled", "forget run", "revoke")
+	if g.j.has("child started") {
+		t.Errorf("a command started: %s", g.j)
+	}
+}
