@@ -89,30 +89,41 @@ func (t *Term) renewLoop(ctx context.Context, onRenew func(time.Duration)) error
 			}
 		})
 	}
-	// On the boot clock: a renewal due during a suspend is made at the
-	// resume (internal/bootclock). Until the first attempt, the ticker's
-	// one tick is that attempt's (cadence is false); then it ticks every r.
+	// On the client's shared beat, a boot-clock ticker: a renewal due
+	// during a suspend is made at the resume (internal/bootclock). When the
+	// beat's next tick comes later than the first attempt firstRenewal
+	// asks for, that attempt is made on a timer of its own (at once, if it
+	// is due): the tick then follows it within r, as every tick follows
+	// the one before.
 	now := t.c.cfg.Now()
-	first := t.firstRenewal(now, r)
-	cadence := first <= now
-	var tick *bootclock.Ticker
-	if cadence {
+	tick, next, unsubscribe := t.c.renewals.beatOf(r, t.c.cfg.Now).subscribe()
+	defer unsubscribe()
+	var early <-chan time.Time
+	var t1 *bootclock.Ticker
+	switch first := t.firstRenewal(now, r); {
+	case next <= first:
+	case first <= now:
 		attempt(now)
-		tick = bootclock.NewTicker(r)
-	} else {
-		tick = bootclock.NewTicker(first - now)
+	default:
+		t1 = bootclock.NewTicker(first - now)
+		defer func() { t1.Stop() }()
+		early = t1.C
 	}
-	defer func() { tick.Stop() }()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-tick.C:
+		case <-early:
+			early = nil
+			t1.Stop()
 			now = t.c.cfg.Now()
-			if !cadence {
-				tick.Stop()
-				tick, cadence = bootclock.NewTicker(r), true
+			attempt(now)
+			if since := now - answered; !failing && since >= 3*r {
+				t.c.log.Warn("renewal unanswered", "for", since.Round(time.Millisecond))
+				failing = true
 			}
+		case <-tick:
+			now = t.c.cfg.Now()
 			attempt(now)
 			if since := now - answered; !failing && since >= 3*r {
 				t.c.log.Warn("renewal unanswered", "for", since.Round(time.Millisecond))

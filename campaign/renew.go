@@ -72,6 +72,8 @@ type renewals struct {
 	mu   sync.Mutex
 	cur  *keepAliveStream   // where sends go: nil until opened, and once it failed
 	live []*keepAliveStream // cur and the quiet streams it replaced, while they live
+	// beats are the leaders' shared tickers, by renewal interval.
+	beats map[time.Duration]*beat
 }
 
 // keepAliveStream is one open LeaseKeepAlive stream and its sends that
