@@ -272,7 +272,7 @@ func (r *report) fleetCadence(w func(string, ...any), bySize map[int][2]*fleetRu
 		ttl, campaign.RenewInterval(ttl), ttl/3, nomLead, nomCtl)
 	w("Measured at %d elections: %.2f and %.2f renewals, out of %.2f and %.2f requests per second per election. ", a.Elections, renA, renC, reqA, reqC)
 	if reqA > 0 {
-		w("Renewals are %.0f%% of etcdlead's requests; the rest are each candidate's guard re-reading its keys every max(TTL/3, 5 s) (Txn, %.2f/s) and watch traffic. ",
+		w("Renewals are %.0f%% of etcdlead's requests; the rest are watch traffic, among it each term's progress requests, which tell a silently stalled watch stream (docs/design.md, step 3), and Txn (%.2f/s). ",
 			100*renA/reqA, a.perElectionPerSecond("req Txn"))
 		w("Renewing its leader every TTL/3 instead would take %.2f requests per second per election off etcdlead's (%.0f%% of them)", lr-wr, 100*(lr-wr)/reqA)
 	}
@@ -306,7 +306,7 @@ func renewEvery(tool, role string, ttl int) time.Duration {
 func (r *report) cpuPerRenewal(w func(string, ...any)) {
 	f := r.idle
 	w("**CPU per renewal**: each process's idle CPU over the window (schedstat) divided by the renewals its cadence puts in the window. ")
-	w("All of its idle CPU counts, the Go runtime's own background work included; an etcdlead keeper counts per its supervisor's renewal, though only some renewals wake it with a new deadline (docs/design.md, step 8); an etcdlead candidate, leader or follower, also re-reads its keys every max(TTL/3, 5 s).\n\n")
+	w("All of its idle CPU counts, the Go runtime's own background work included; an etcdlead keeper counts per its supervisor's renewal, though only some renewals wake it with a new deadline (docs/design.md, step 8); an etcdlead candidate, leader or follower, also asks its watch stream for progress now and then (docs/design.md, step 3).\n\n")
 	w("| tool | process | TTL | renews every | renewals in window | CPU per renewal |\n|---|---|---|---|---|---|\n")
 	for _, x := range f.rows {
 		every := renewEvery(x.Tool, x.Role, x.TTL)
