@@ -5,7 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/etcdlead/etcdlead/internal/health"
+	"github.com/etcdlead/etcdlead/internal/ops"
 	"github.com/etcdlead/etcdlead/supervisor"
 )
 
@@ -185,4 +188,43 @@ func TestUnhealthyOnceCommandNotRestarted(t *testing.T) {
 		t.Errorf("%d commands started under --once, want 1: %s", n, g.j)
 	}
 	g.j.inOrder(t, "stop SIGTERM", "child exited", "revoke")
+}
+
+// A verdict about a command restarted since is stale: the term's loop
+// must not restart the new command for it.
+func TestStaleVerdict(t *testing.T) {
+	j := newJournal()
+	p := probe("health")
+	p.j = j
+	r := &Runner{cfg: Config{Health: healthConfig(p, false)}, mon: ops.New("e", "c1", "test", time.Second, nil), log: hclog.NewNullLogger()}
+	ft := &fakeTerm{j: j, n: 1, lose: make(chan error, 1)}
+	c := r.startTermChecks(t.Context(), ft.term())
+	defer c.stop()
+	unhealthy := func() verdict {
+		t.Helper()
+		p.answer(t, false)
+		p.answer(t, false)
+		select {
+		case v := <-c.verdicts:
+			return v
+		case <-time.After(safety):
+			t.Fatalf("no verdict; events: %s", j)
+			return verdict{}
+		}
+	}
+	old := unhealthy()
+	if !c.current(old) {
+		t.Fatal("the verdict about the command that runs is not current")
+	}
+	c.stopHealth()
+	// The old loop's check under way ends before the new loop asks: an
+	// answer meant for the new one must not reach it.
+	j.waitFor(t, "health done", j.count("health check"))
+	c.startHealth() // the command restarted in place
+	if c.current(old) {
+		t.Error("a verdict about the command before the restart counts for the new one")
+	}
+	if v := unhealthy(); !c.current(v) {
+		t.Error("the new command's own verdict is not current")
+	}
 }
