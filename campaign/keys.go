@@ -31,8 +31,9 @@ import (
 //
 // Every key of a term is attached to the term's lease and named by it, so
 // it goes exactly when the lease ends; the resign request and the pause
-// belong to no term, and a run's record to a lease of its own. The election names reserved below
-// keep one election's keys out of every other's.
+// belong to no term, and a run's record to a lease of its own. The
+// election names reserved below keep one election's keys out of every
+// other's.
 const (
 	sentinelSuffix = ".lease"
 	resignSuffix   = ".resign"
@@ -92,6 +93,21 @@ func (l Layout) SlotPrefix() string { return l.p + slotSuffix + "/" }
 
 // SlotKey is slot i's key.
 func (l Layout) SlotKey(i int) string { return l.SlotPrefix() + strconv.Itoa(i) }
+
+// RunsPrefix holds the records of every run id.
+func (l Layout) RunsPrefix() string { return l.p + runSuffix + "/" }
+
+// RunPrefix holds the records of run id's slots.
+func (l Layout) RunPrefix(id string) string { return l.RunsPrefix() + id + "/" }
+
+// RunKey is the record of run id in slot i.
+func (l Layout) RunKey(id string, slot int) string { return l.RunPrefix(id) + strconv.Itoa(slot) }
+
+// HealthPrefix holds the terms' health verdicts.
+func (l Layout) HealthPrefix() string { return l.p + healthSuffix + "/" }
+
+// HealthKey is the health verdict of the term with lease id.
+func (l Layout) HealthKey(id clientv3.LeaseID) string { return l.HealthPrefix() + leaseHex(id) }
 
 // SentinelValue is what a term's sentinel holds: its queue key and, when
 // the election has more than one holder, their number, so that every
@@ -165,8 +181,13 @@ func SlotOf(value []byte) (int, bool) {
 	if !ok || key == "" || h < 2 {
 		return 0, false
 	}
+	return slotIndex(s, h)
+}
+
+// slotIndex reads s as one of n slots, written as etcdlead writes it.
+func slotIndex(s string, n int) (int, bool) {
 	i, err := strconv.Atoi(s)
-	if err != nil || i < 0 || i >= h || strconv.Itoa(i) != s {
+	if err != nil || i < 0 || i >= n || strconv.Itoa(i) != s {
 		return 0, false
 	}
 	return i, true
@@ -194,12 +215,6 @@ func validUnder(prefix string, kv *mvccpb.KeyValue) bool {
 
 // ValidQueueKey reports whether kv is a candidate of this election.
 func (l Layout) ValidQueueKey(kv *mvccpb.KeyValue) bool { return validUnder(l.QueuePrefix(), kv) }
-
-// HealthPrefix holds the terms' health verdicts.
-func (l Layout) HealthPrefix() string { return l.p + healthSuffix + "/" }
-
-// HealthKey is the health verdict of the term with lease id.
-func (l Layout) HealthKey(id clientv3.LeaseID) string { return l.HealthPrefix() + leaseHex(id) }
 
 // ValidSentinel reports whether kv is a term's sentinel in this election.
 func (l Layout) ValidSentinel(kv *mvccpb.KeyValue) bool { return validUnder(l.SentinelPrefix(), kv) }

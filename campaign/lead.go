@@ -109,6 +109,14 @@ func (t *Term) renewLoop(ctx context.Context, onRenew func(time.Duration)) error
 		defer func() { t1.Stop() }()
 		early = t1.C
 	}
+	onTick := func() {
+		now = t.c.cfg.Now()
+		attempt(now)
+		if since := now - answered; !failing && since >= 3*r {
+			t.c.log.Warn("renewal unanswered", "for", since.Round(time.Millisecond))
+			failing = true
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -116,19 +124,9 @@ func (t *Term) renewLoop(ctx context.Context, onRenew func(time.Duration)) error
 		case <-early:
 			early = nil
 			t1.Stop()
-			now = t.c.cfg.Now()
-			attempt(now)
-			if since := now - answered; !failing && since >= 3*r {
-				t.c.log.Warn("renewal unanswered", "for", since.Round(time.Millisecond))
-				failing = true
-			}
+			onTick()
 		case <-tick:
-			now = t.c.cfg.Now()
-			attempt(now)
-			if since := now - answered; !failing && since >= 3*r {
-				t.c.log.Warn("renewal unanswered", "for", since.Round(time.Millisecond))
-				failing = true
-			}
+			onTick()
 		case res := <-results:
 			now = t.c.cfg.Now()
 			switch err := res.err; {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -38,15 +37,6 @@ type RunRecord struct {
 	Key string    `json:"key"`
 	At  time.Time `json:"at"`
 }
-
-// RunsPrefix holds the records of every run id.
-func (l Layout) RunsPrefix() string { return l.p + runSuffix + "/" }
-
-// RunPrefix holds the records of run id's slots.
-func (l Layout) RunPrefix(id string) string { return l.RunsPrefix() + id + "/" }
-
-// RunKey is the record of run id in slot i.
-func (l Layout) RunKey(id string, slot int) string { return l.RunPrefix(id) + strconv.Itoa(slot) }
 
 // CheckRunID checks a run id: one key segment of printable characters, no
 // '/' and no whitespace, at most MaxRunIDLen bytes.
@@ -100,7 +90,7 @@ func (c *Campaigner) ranSlots(kvs []*mvccpb.KeyValue) map[int]bool {
 	ran := map[int]bool{}
 	for _, kv := range kvs {
 		s, ok := strings.CutPrefix(string(kv.Key), prefix)
-		if i, err := strconv.Atoi(s); ok && err == nil && i >= 0 && i < c.holders() && strconv.Itoa(i) == s {
+		if i, valid := slotIndex(s, c.holders()); ok && valid {
 			ran[i] = true
 		}
 	}

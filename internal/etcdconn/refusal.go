@@ -88,7 +88,7 @@ func denied(user string, req any, err error) *refusal {
 	// --run-id and the health checks only: each is named when the refused
 	// request used it.
 	prefixes := fmt.Sprintf("on prefix %q, on prefix %q", l.QueuePrefix(), l.SentinelPrefix())
-	keys := append(requestKeys(req), key)
+	keys := requestKeys(req)
 	for _, p := range []string{l.RunsPrefix(), l.HealthPrefix()} {
 		if slices.ContainsFunc(keys, func(k string) bool { return strings.HasPrefix(k, p) }) {
 			prefixes += fmt.Sprintf(", on prefix %q", p)
@@ -99,51 +99,40 @@ func denied(user string, req any, err error) *refusal {
 		who, key, rpctypes.ErrorDesc(err), prefixes, l.ResignKey(), l.PauseKey())
 }
 
-// requestKeys are the keys a transaction names, in its compares and its
-// operations.
+// requestKeys are the keys a request names: a transaction's in its
+// compares, then its operations.
 func requestKeys(req any) []string {
-	r, ok := req.(*pb.TxnRequest)
-	if !ok {
-		return nil
-	}
-	var keys []string
-	for _, c := range r.Compare {
-		keys = append(keys, string(c.Key))
-	}
-	for _, op := range append(r.Success, r.Failure...) {
-		switch {
-		case op.GetRequestPut() != nil:
-			keys = append(keys, string(op.GetRequestPut().Key))
-		case op.GetRequestRange() != nil:
-			keys = append(keys, string(op.GetRequestRange().Key))
-		}
-	}
-	return keys
-}
-
-// requestKey is the first key a request names, or "".
-func requestKey(req any) string {
 	switch r := req.(type) {
 	case *pb.RangeRequest:
-		return string(r.Key)
+		return []string{string(r.Key)}
 	case *pb.PutRequest:
-		return string(r.Key)
+		return []string{string(r.Key)}
 	case *pb.DeleteRangeRequest:
-		return string(r.Key)
+		return []string{string(r.Key)}
 	case *pb.TxnRequest:
+		var keys []string
 		for _, c := range r.Compare {
-			return string(c.Key)
+			keys = append(keys, string(c.Key))
 		}
 		for _, op := range append(r.Success, r.Failure...) {
 			switch {
 			case op.GetRequestPut() != nil:
-				return string(op.GetRequestPut().Key)
+				keys = append(keys, string(op.GetRequestPut().Key))
 			case op.GetRequestRange() != nil:
-				return string(op.GetRequestRange().Key)
+				keys = append(keys, string(op.GetRequestRange().Key))
 			case op.GetRequestDeleteRange() != nil:
-				return string(op.GetRequestDeleteRange().Key)
+				keys = append(keys, string(op.GetRequestDeleteRange().Key))
 			}
 		}
+		return keys
+	}
+	return nil
+}
+
+// requestKey is the first key a request names, or "".
+func requestKey(req any) string {
+	if keys := requestKeys(req); len(keys) > 0 {
+		return keys[0]
 	}
 	return ""
 }

@@ -93,15 +93,8 @@ type termChecks struct {
 func (r *Runner) startTermChecks(ctx context.Context, term *Leadership) *termChecks {
 	c := &termChecks{r: r, term: term, eligible: make(chan health.Result, 1), verdicts: make(chan verdict, 1)}
 	c.ctx, c.cancel = context.WithCancel(ctx)
-	if e := r.cfg.Eligible; e != nil {
-		c.wg.Go(func() {
-			health.Loop(c.ctx, e.Probe, e.Interval, term.Deadline, func(res health.Result) {
-				r.noteEligible(res)
-				if !res.OK {
-					send(c.ctx, c.eligible, res)
-				}
-			})
-		})
+	if r.cfg.Eligible != nil {
+		c.wg.Go(func() { r.checkEligible(c.ctx, term.Deadline, c.eligible) })
 	}
 	c.startHealth()
 	return c
@@ -185,6 +178,19 @@ func (r *Runner) noteHealth(t *health.Tracker) {
 		c.Last, c.Output, c.At = last.Summary(), last.Output, last.At
 	}
 	r.mon.Checked(ops.CheckHealth, c, !seen || last.OK)
+}
+
+// checkEligible runs --eligible-cmd every interval until ctx ends, noting
+// each result and handing each failure to failed; deadline is the fence of
+// its processes (nil: none).
+func (r *Runner) checkEligible(ctx context.Context, deadline func() time.Duration, failed chan<- health.Result) {
+	e := r.cfg.Eligible
+	health.Loop(ctx, e.Probe, e.Interval, deadline, func(res health.Result) {
+		r.noteEligible(res)
+		if !res.OK {
+			send(ctx, failed, res)
+		}
+	})
 }
 
 func (r *Runner) noteEligible(res health.Result) {

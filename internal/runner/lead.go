@@ -204,7 +204,7 @@ func (r *Runner) lead(ctx context.Context, term *Leadership) *Outcome {
 			if r.cfg.RunRetry && !(res.Reason == supervisor.ReasonExited && res.Code == 0 && st == termState{}) {
 				// The child and its descendants are gone: the firing may
 				// run again, here or on another candidate.
-				r.forgetRun(term)
+				forgetRun(term)
 			}
 			if !mayHold || time.Since(elected) >= r.cfg.HoldAtLeast {
 				endTerm()
@@ -233,7 +233,7 @@ func (r *Runner) startChild(term *Leadership) (Child, *Outcome) {
 			// No child ran, so the term is lost, not failed.
 			r.mon.TermEnded(ops.ReasonPastFence)
 			r.log.Warn("term lost before the child started; campaigning again", "error", err)
-			r.forgetRun(term)
+			forgetRun(term)
 			return nil, nil
 		case errors.As(err, &execErr):
 			r.mon.TermEnded(ops.ReasonStartFailed)
@@ -381,7 +381,7 @@ func (r *Runner) holdRest(held <-chan error, elected time.Time) bool {
 }
 
 // forgetRun takes back the term's record of the run id, if any.
-func (r *Runner) forgetRun(term *Leadership) {
+func forgetRun(term *Leadership) {
 	if term.ForgetRun != nil {
 		term.ForgetRun()
 	}

@@ -216,18 +216,11 @@ func (r *Runner) campaign(ctx context.Context) (*Leadership, error) {
 	}
 	// A candidate that stops being eligible leaves the queue.
 	var ineligible chan health.Result
-	if e := r.cfg.Eligible; e != nil {
+	if r.cfg.Eligible != nil {
 		ineligible = make(chan health.Result, 1)
 		ectx, ecancel := context.WithCancel(cctx)
 		var checks sync.WaitGroup
-		checks.Go(func() {
-			health.Loop(ectx, e.Probe, e.Interval, nil, func(x health.Result) {
-				r.noteEligible(x)
-				if !x.OK {
-					send(ectx, ineligible, x)
-				}
-			})
-		})
+		checks.Go(func() { r.checkEligible(ectx, nil, ineligible) })
 		defer func() {
 			ecancel()
 			checks.Wait()
@@ -289,8 +282,6 @@ func (r *Runner) prefix() string { return r.cfg.Layout.Prefix() }
 // abandon ends a term won but not used: no command ran in it, so its
 // record of the run id, if any, is taken back too.
 func abandon(t *Leadership) {
-	if t.ForgetRun != nil {
-		t.ForgetRun()
-	}
+	forgetRun(t)
 	t.Revoke()
 }
