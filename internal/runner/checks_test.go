@@ -153,7 +153,10 @@ func TestUnhealthyCommandRestartedInPlace(t *testing.T) {
 			if asked := g.j.has("waiting?"); asked == c.restart {
 				t.Errorf("asked whether a candidate waits: %v, under --health-action=restart %v", asked, c.restart)
 			}
-			// The new command's keeper hears the term's renewals.
+			// The new command's keeper hears the term's renewals: once it
+			// was told the term's deadline at its start (the fake term's
+			// is an hour), a renewal goes to it, never to the old one.
+			g.j.waitFor(t, "child 1 deadline 1h0m0s", 1)
 			g.terms[0].renew <- time.Minute
 			g.j.waitFor(t, "child 1 deadline 1m0s", 1)
 			if g.j.has("child 0 deadline 1m0s") {
