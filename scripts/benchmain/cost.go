@@ -122,19 +122,30 @@ func (b *bench) costProcesses(ctx context.Context, t *tool, waiters, handoffs in
 
 // clients opens n clients; campaigners share them round-robin.
 func (b *bench) clients(n int) ([]*clientv3.Client, func(), error) {
-	var cs []*clientv3.Client
+	cs := make([]*clientv3.Client, n)
 	closeAll := func() {
 		for _, c := range cs {
-			c.Close()
+			if c != nil {
+				c.Close()
+			}
 		}
 	}
-	for range n {
-		c, err := newClient(b.endpoint)
-		if err != nil {
-			closeAll()
-			return nil, nil, err
-		}
-		cs = append(cs, c)
+	// Dialled a few at a time: a fleet's thousands would take minutes one
+	// by one.
+	errs := make([]error, n)
+	sem := make(chan struct{}, 32)
+	var wg sync.WaitGroup
+	for i := range cs {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			cs[i], errs[i] = newClient(b.endpoint)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		closeAll()
+		return nil, nil, err
 	}
 	return cs, closeAll, nil
 }

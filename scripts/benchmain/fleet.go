@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -43,13 +44,42 @@ func holdOrFail(t *campaign.Term, failed chan<- error) func() {
 const fleetBatch = 100
 
 // fleetClients is how many etcd clients the in-process candidates of a
-// fleet of n elections share, round-robin: one per 125 elections, at
-// least 8. etcd answers one LeaseKeepAlive stream's renewals one at a
-// time, and each client renews over one stream, for both tools; with
-// thousands of leases on one stream the answers fall behind the cadence
-// and leases expire, where a fleet of processes has a client, and a
-// stream, per candidate.
-func fleetClients(n int) int { return max(8, n/125) }
+// fleet of n elections use: one per candidate, as a fleet of etcdlead or
+// etcdctl processes has. Sharing clients would let a tool that batches the
+// requests of many candidates on one stream (etcdlead renews the terms that
+// share a client together: campaign/beat.go) look cheaper than a fleet of
+// processes is.
+func fleetClients(n int) int { return 2 * n }
+
+// fleetFiles is how many file descriptors this process, and etcd beside
+// it, need for the largest fleet: a connection per client, and room for
+// the rest.
+func fleetFiles(sizes []int) uint64 {
+	most := 0
+	for _, n := range sizes {
+		most = max(most, n)
+	}
+	return uint64(fleetClients(most)) + 4096
+}
+
+// raiseFileLimit raises this process's limit of open files to at least
+// need, before etcd starts, which inherits it. Raising the hard limit
+// takes root (CAP_SYS_RESOURCE); without it a fleet that does not fit
+// fails and the report says why.
+func raiseFileLimit(need uint64) error {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return err
+	}
+	if lim.Cur >= need {
+		return nil
+	}
+	lim.Cur, lim.Max = need, max(lim.Max, need)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("raising the limit of open files to %d for the fleet's clients: %w (run as root, or raise ulimit -n)", need, err)
+	}
+	return nil
+}
 
 // fleetRun is one fleet configuration: n elections on one etcd, each with a
 // leader and one waiting candidate, idling through a window; with no
@@ -107,10 +137,16 @@ func (b *bench) fleet(ctx context.Context, sizes []int, window time.Duration) ([
 	return runs, nil
 }
 
+// fleetSettle is the pause before a fleet's window: past every waiter's
+// first renewal (TTL/3 after its campaign), which opens its client's
+// renewal stream, so that the window holds the idle fleet's steady state
+// and no stream set-up.
+const fleetSettle = campaign.DefaultTTL/3 + 3*time.Second
+
 // measureFleet scrapes etcd around an idle window, after the candidates
 // settled.
 func (b *bench) measureFleet(ctx context.Context, run *fleetRun, window time.Duration) error {
-	if err := pause(ctx, 3*time.Second); err != nil {
+	if err := pause(ctx, fleetSettle); err != nil {
 		return err
 	}
 	before, err := scrape(ctx, b.metricsURL)
@@ -218,12 +254,16 @@ func (b *bench) fleetCampaign(ctx context.Context, n int, window time.Duration) 
 	// when its applies fall far behind its commits.
 	leaders := make(chan struct{}, fleetBatch)
 	start := func(i int, role string) error {
+		client := 2 * i // the leader's; the waiter's is the next
+		if role != "l" {
+			client++
+		}
 		layout, err := campaign.NewLayout("fleet/", fmt.Sprintf("n%d-e%d", n, i))
 		if err != nil {
 			return err
 		}
 		c, err := campaign.New(campaign.Config{
-			Client: clis[i%len(clis)], Layout: layout, ID: fmt.Sprintf("%s%d", role, i),
+			Client: clis[client], Layout: layout, ID: fmt.Sprintf("%s%d", role, i),
 			TTL:         campaign.DefaultTTL,
 			KillTimeout: campaign.DefaultKillTimeout, FenceMargin: campaign.DefaultFenceMargin(campaign.DefaultTTL), RequestTimeout: 30 * time.Second,
 			Now: bootclock.Now,
@@ -342,7 +382,7 @@ func (b *bench) fleetMutex(ctx context.Context, n int, window time.Duration) (*f
 		sw.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			s, err := concurrency.NewSession(clis[i%len(clis)], concurrency.WithTTL(int(campaign.DefaultTTL/time.Second)))
+			s, err := concurrency.NewSession(clis[i], concurrency.WithTTL(int(campaign.DefaultTTL/time.Second)))
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

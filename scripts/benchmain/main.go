@@ -172,6 +172,13 @@ func main() {
 	if cfg.seed == 0 {
 		cfg.seed = uint64(time.Now().UnixNano())
 	}
+	if cfg.only == nil || cfg.only["fleet"] {
+		// Before etcd starts, which inherits the limit. A fleet that does
+		// not fit fails on its own and the report says why.
+		if err := raiseFileLimit(fleetFiles(cfg.fleetSizes)); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+		}
+	}
 	b := &bench{cfg: cfg, start: time.Now(), rng: rand.New(rand.NewPCG(cfg.seed, 1))}
 
 	// A Ctrl-C stops every process the bench started; the kernel's death

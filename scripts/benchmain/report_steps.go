@@ -152,8 +152,8 @@ func (r *report) sectionFleet(w func(string, ...any)) {
 	ttl := campaign.DefaultTTL
 	w("## %d. Many elections on one etcd\n\n", r.section("fleet"))
 	w("N elections at once on the one etcd, each with a leader and one waiting candidate, all idle, at the default TTL (%s); ", ttl)
-	w("etcd's CPU from its own `process_cpu_seconds_total`, requests counted from its gRPC metrics as for the cost per handoff, over a window of %s after 3 s to settle. ", r.fleet[0].Window.Round(time.Second))
-	w("Every candidate runs in the bench's process, sharing %s etcd clients (one per 125 elections, at least 8: etcd answers one LeaseKeepAlive stream's renewals one at a time, and thousands of leases on one client's stream fall behind), for both tools: etcdlead's `campaign` package (a leader holds its term as the supervisor does, renewing and guarding its keys, but runs **no keeper and no child**), and etcdctl lock's recipe, one `concurrency.Session` (TTL %d s) and `concurrency.Mutex` per candidate. ", r.fleetClientCounts(), int(ttl/time.Second))
+	w("etcd's CPU from its own `process_cpu_seconds_total`, requests counted from its gRPC metrics as for the cost per handoff, over a window of %s after %s to settle (past every waiter's first renewal, which opens its renewal stream). ", r.fleet[0].Window.Round(time.Second), fleetSettle)
+	w("Every candidate runs in the bench's process with an etcd client of its own, as a fleet of processes has (%s clients), for both tools: etcdlead's `campaign` package (a leader holds its term as the supervisor does, renewing and guarding its keys, but runs **no keeper and no child**), and etcdctl lock's recipe, one `concurrency.Session` (TTL %d s) and `concurrency.Mutex` per candidate. ", r.fleetClientCounts(), int(ttl/time.Second))
 	w("A thousand etcdlead processes with their keepers would not fit this machine; what etcd sees of a candidate is the same. The candidates' own CPU is this one process's, on the same cores as etcd; where etcd and the candidates together need more than the machine's cores, both figures are capped by it.\n\n")
 	var idle *fleetRun
 	for _, f := range r.fleet {
@@ -229,7 +229,7 @@ func (r *report) sectionFleet(w func(string, ...any)) {
 	r.fleetCadence(w, bySize, sizes, idle)
 }
 
-// fleetClientCounts says how many clients each fleet size shared.
+// fleetClientCounts says how many clients each fleet size used.
 func (r *report) fleetClientCounts() string {
 	var parts []string
 	seen := map[int]bool{}
