@@ -226,7 +226,34 @@ func (r *report) sectionFleet(w func(string, ...any)) {
 		r.addTarget(fmt.Sprintf("idle elections (%d): candidates' CPU ≤ 3× etcdctl lock's", n), fmt.Sprintf("%.2f× (%.2f against %.2f CPU s per minute)", self, x[0].SelfCPU.Seconds()/x[0].Window.Minutes(), x[1].SelfCPU.Seconds()/x[1].Window.Minutes()), self <= 3, "see the section on many elections")
 	}
 	w("\n")
+	r.fleetProjection(w, bySize, sizes, idle)
 	r.fleetCadence(w, bySize, sizes, idle)
+}
+
+// projectedFleet is the size the fleet figure projects to when it was not
+// measured: the issue's larger fleet, whose 20,000 clients and candidates
+// do not fit two cores beside etcd.
+const projectedFleet = 10000
+
+// fleetProjection says, from the largest fleet measured, what etcd and the
+// candidates would need for projectedFleet elections, when that size was
+// not measured: per election, the cost is flat in the measured sizes.
+func (r *report) fleetProjection(w func(string, ...any), bySize map[int][2]*fleetRun, sizes []int, idle *fleetRun) {
+	largest := 0
+	for _, n := range sizes {
+		if x := bySize[n]; x[0] != nil && x[1] != nil {
+			largest = max(largest, n)
+		}
+	}
+	if largest == 0 || largest >= projectedFleet {
+		return
+	}
+	x := bySize[largest]
+	cores := func(perMinute float64, n int) float64 { return perMinute / 60 * float64(projectedFleet) / float64(n) }
+	w("**%d elections, projected, not measured.** From the %d-election figures, per election, growing in step with the number of elections: etcd would spend %.2f cores above idle on etcdlead's fleet against %.2f on etcdctl lock's, and the candidates %.2f cores against %.2f, which a real fleet spreads over its machines. ",
+		projectedFleet, largest, cores(x[0].aboveIdle(idle), largest), cores(x[1].aboveIdle(idle), largest),
+		cores(x[0].SelfCPU.Seconds()/x[0].Window.Minutes(), largest), cores(x[1].SelfCPU.Seconds()/x[1].Window.Minutes(), largest))
+	w("Here they would share this machine's %d cores with etcd, with %d etcd clients in one process: `scripts/bench -only fleet -fleet %d` tries it.\n\n", r.mach.Cores, fleetClients(projectedFleet), projectedFleet)
 }
 
 // fleetClientCounts says how many clients each fleet size used.
