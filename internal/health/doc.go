@@ -14,4 +14,7 @@
 // Tracker holds Docker's rules for turning answers into a status: failures
 // in the start period do not count until a check passes, and Retries
 // failures in a row make the status unhealthy.
+//
+// It runs in the supervisor process (the etcdlead that campaigns); each
+// check command's keeper is a process of its own.
 package health
