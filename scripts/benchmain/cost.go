@@ -120,7 +120,8 @@ func (b *bench) costProcesses(ctx context.Context, t *tool, waiters, handoffs in
 	return run, nil
 }
 
-// clients opens n clients; campaigners share them round-robin.
+// clients opens n clients. The cost figure's campaigners share them
+// round-robin; a fleet gives each candidate its own (fleetClients).
 func (b *bench) clients(n int) ([]*clientv3.Client, func(), error) {
 	cs := make([]*clientv3.Client, n)
 	closeAll := func() {

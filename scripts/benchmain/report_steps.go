@@ -237,7 +237,7 @@ const projectedFleet = 10000
 
 // fleetProjection says, from the largest fleet measured, what etcd and the
 // candidates would need for projectedFleet elections, when that size was
-// not measured: per election, the cost is flat in the measured sizes.
+// not measured, taking the cost per election to stay as measured.
 func (r *report) fleetProjection(w func(string, ...any), bySize map[int][2]*fleetRun, sizes []int, idle *fleetRun) {
 	largest := 0
 	for _, n := range sizes {
