@@ -191,7 +191,7 @@ func (t *Term) enqueue(ctx context.Context) (view, error) {
 			If(clientv3.Compare(clientv3.CreateRevision(t.Key), "=", 0),
 				clientv3.Compare(clientv3.CreateRevision(t.Sentinel), "=", 0)).
 			Then(append([]clientv3.Op{clientv3.OpPut(t.Key, t.c.cfg.ID, clientv3.WithLease(t.Lease)),
-				clientv3.OpPut(t.Sentinel, sentinelRecord(t.Key, t.c.holders(), -1, t.c.cfg.Containment), clientv3.WithLease(t.Lease))}, reads...)...).
+				clientv3.OpPut(t.Sentinel, t.rec.String(), clientv3.WithLease(t.Lease))}, reads...)...).
 			// Else: an earlier attempt of this very transaction committed
 			// but its answer was lost; the keys are ours all the same.
 			Else(reads...).
@@ -201,6 +201,7 @@ func (t *Term) enqueue(ctx context.Context) (view, error) {
 	if err != nil {
 		return view{}, fmt.Errorf("campaign transaction: %w", err)
 	}
+	t.c.renewals.seeTerm(resp.Header)
 	rs := resp.Responses[len(resp.Responses)-len(reads):]
 	queue, sentinels := rs[0].GetResponseRange().Kvs, rs[1].GetResponseRange().Kvs
 	own := func(kvs []*mvccpb.KeyValue, key string) *mvccpb.KeyValue {
@@ -269,6 +270,10 @@ func (t *Term) wait(ctx context.Context, v view) error {
 	// The leases whose keys went while they lived, each true when its
 	// term's number of holders is unknown (view.bare).
 	pending := map[clientv3.LeaseID]bool{}
+	// hold is the boot-clock time before which the term does not start,
+	// and held the key of the term that set it (earlyEnd).
+	var hold time.Duration
+	var held string
 	var logged view
 	for !v.clear() {
 		if v.isFront() {
@@ -287,9 +292,12 @@ func (t *Term) wait(ctx context.Context, v view) error {
 		t.c.log.Trace("start read answered")
 		g := <-gone
 		unwatch()
-		for l := range woke {
+		for l, w := range woke {
 			if g[l] {
 				delete(pending, l)
+				if w.early > 0 && w.at+w.early > hold {
+					hold, held = w.at+w.early, w.key
+				}
 			} else {
 				pending[l] = pending[l] || v.bare[l]
 			}
@@ -299,7 +307,10 @@ func (t *Term) wait(ctx context.Context, v view) error {
 		}
 		v = next
 	}
-	return t.barrier(ctx, v, pending)
+	if err := t.barrier(ctx, v, pending); err != nil {
+		return err
+	}
+	return t.holdUntil(ctx, hold, held)
 }
 
 // logWait says what the candidate waits on, once per change.
@@ -368,6 +379,15 @@ func (t *Term) logLeaseLeft(ctx context.Context, id clientv3.LeaseID) {
 		"lease", leaseHex(id), "at_most", time.Duration(ttl+1)*time.Second)
 }
 
+// wakeup is what woke a wait: the key that moved, when (boot clock), and
+// how long after that the term may not start should the key's lease be
+// gone (earlyEnd).
+type wakeup struct {
+	key   string
+	at    time.Duration
+	early time.Duration
+}
+
 // waitEvent watches the nearest older sentinel and, when it belongs to
 // another term or is missing, the nearest older queue key, from just after
 // the read; with N holders, those of the N nearest terms (view.watched). It
@@ -375,14 +395,16 @@ func (t *Term) logLeaseLeft(ctx context.Context, id clientv3.LeaseID) {
 // which ends the watches: the caller calls it once it has sent what the
 // wake-up asks. A broken watch (compaction, a lost etcd leader) returns
 // nothing, its watches already ended: the caller reads again.
-func (t *Term) waitEvent(ctx context.Context, v view) (woke map[clientv3.LeaseID]string, unwatch func(), err error) {
+func (t *Term) waitEvent(ctx context.Context, v view) (woke map[clientv3.LeaseID]wakeup, unwatch func(), err error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	ts := v.watched()
 	var keys []string
 	for _, p := range ts {
 		keys = append(keys, p.key)
 	}
-	ws, stop := t.watchAll(wctx, keys, v.rev)
+	// With the values the keys had, which say how a deleted sentinel's
+	// term ended (earlyEnd).
+	ws, stop := t.watchAll(wctx, keys, v.rev, clientv3.WithPrevKV())
 	end := func() {
 		stop()
 		cancel()
@@ -419,9 +441,10 @@ func (t *Term) waitEvent(ctx context.Context, v view) (woke map[clientv3.LeaseID
 			t.c.log.Debug("predecessor watch interrupted; looking again", "error", err)
 			return nil, nil, nil
 		}
-		if slices.ContainsFunc(w.resp.Events, ts[w.i].moved) {
+		if i := slices.IndexFunc(w.resp.Events, ts[w.i].moved); i >= 0 {
 			t.c.log.Debug("predecessor moved; looking again", "key", keys[w.i])
-			return map[clientv3.LeaseID]string{ts[w.i].lease: keys[w.i]}, end, nil
+			up := wakeup{key: keys[w.i], at: t.c.cfg.Now(), early: t.c.earlyEnd(w.resp.Events[i], &w.resp.Header)}
+			return map[clientv3.LeaseID]wakeup{ts[w.i].lease: up}, end, nil
 		}
 	}
 }
@@ -462,6 +485,7 @@ func (t *Term) startRead(ctx context.Context) (view, error) {
 				if err != nil {
 					return err
 				}
+				t.c.renewals.seeTerm(resp.Header)
 				v, mine = view{rev: resp.Header.Revision, n: n}, resp.Succeeded
 				if !mine {
 					return nil
@@ -531,7 +555,7 @@ func (t *Term) intact() []clientv3.Cmp {
 // leasesGone asks etcd about each lease once (retrying errors). Only TTL -1
 // means gone: the TTL is truncated to whole seconds, so a live lease with
 // under a second left answers 0.
-func (t *Term) leasesGone(ctx context.Context, leases map[clientv3.LeaseID]string) map[clientv3.LeaseID]bool {
+func (t *Term) leasesGone(ctx context.Context, leases map[clientv3.LeaseID]wakeup) map[clientv3.LeaseID]bool {
 	out := map[clientv3.LeaseID]bool{}
 	for id := range leases {
 		gone, err := t.leaseGone(ctx, id)

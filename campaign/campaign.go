@@ -250,6 +250,8 @@ func (c *Campaigner) notePause(err error) {
 // grant is step 1 of docs/design.md, "One term, step by step": a fresh lease
 // for this term only.
 func (c *Campaigner) grant(ctx context.Context) (*Term, error) {
+	c.learnTerm(ctx)
+	known := c.knownTerm()
 	sent := c.cfg.Now()
 	var resp *clientv3.LeaseGrantResponse
 	err := c.request(ctx, c.cfg.RequestTimeout, func(rctx context.Context) (err error) {
@@ -259,6 +261,7 @@ func (c *Campaigner) grant(ctx context.Context) (*Term, error) {
 	if err != nil {
 		return nil, fmt.Errorf("grant lease: %w", err)
 	}
+	c.renewals.seeTerm(resp.ResponseHeader)
 	l := c.cfg.Layout
 	t := &Term{
 		c:        c,
@@ -267,6 +270,7 @@ func (c *Campaigner) grant(ctx context.Context) (*Term, error) {
 		Sentinel: l.SentinelKey(resp.ID),
 		TTL:      time.Duration(resp.TTL) * time.Second,
 	}
+	t.rec = record{key: t.Key, holders: c.holders(), slot: -1, containment: c.cfg.Containment, grant: grantMark{term: known, ttl: t.TTL}}
 	t.ctx, t.lose = context.WithCancelCause(context.Background())
 	t.dl.Store(int64(sent + t.TTL))
 	t.sentAt.Store(int64(sent))

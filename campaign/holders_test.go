@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -246,13 +247,13 @@ func TestHolders(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, mod := a.Key, a.Rev
+			want, mod := "^"+regexp.QuoteMeta(a.Key)+` grant=[1-9]\d*/10$`, a.Rev
 			if n > 1 {
-				want, mod = fmt.Sprintf("%s slot=0 holders=%d", a.Key, n), a.SlotRev
+				want, mod = fmt.Sprintf(`^%s grant=[1-9]\d*/10 slot=0 holders=%d$`, regexp.QuoteMeta(a.Key), n), a.SlotRev
 			}
-			if len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != want || resp.Kvs[0].CreateRevision != a.Rev ||
+			if len(resp.Kvs) != 1 || !regexp.MustCompile(want).Match(resp.Kvs[0].Value) || resp.Kvs[0].CreateRevision != a.Rev ||
 				resp.Kvs[0].ModRevision != mod || clientv3.LeaseID(resp.Kvs[0].Lease) != a.Lease {
-				t.Fatalf("N=%d: sentinel %v, want the value %q on lease %x, created at %d, modified at %d",
+				t.Fatalf("N=%d: sentinel %v, want the value matching %q on lease %x, created at %d, modified at %d",
 					n, resp.Kvs, want, int64(a.Lease), a.Rev, mod)
 			}
 			if h := campaign.HoldersOf(resp.Kvs[0].Value); h != n {

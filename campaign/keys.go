@@ -2,8 +2,10 @@ package campaign
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -127,24 +129,82 @@ func SentinelValue(key string, holders, slot int) string {
 	return key + holdersSep + strconv.Itoa(holders)
 }
 
-// holdersSep, slotSep and containmentSep cannot occur in a queue key: a
-// prefix has no whitespace.
+// holdersSep, slotSep, containmentSep and grantSep cannot occur in a
+// queue key: a prefix has no whitespace.
 const (
 	holdersSep     = " holders="
 	slotSep        = " slot="
 	containmentSep = " containment="
+	grantSep       = " grant="
+	releasedWord   = "released"
 )
 
-// sentinelRecord is SentinelValue with, after the queue key, what holds
-// the term's child together (Config.Containment), for status to show; ""
-// records none. Every reader of the older fields looks for them by their
-// separators, so the value stays readable to an etcdlead that knows none.
-func sentinelRecord(key string, holders, slot int, containment string) string {
-	v := SentinelValue(key, holders, slot)
-	if containment == "" {
-		return v
+// record is everything a term writes into its sentinel: SentinelValue's
+// fields, and after the queue key the fields only status and the barrier
+// read. Every reader of the older fields looks for them by their
+// separators, so the value stays readable to an etcdlead that knows none
+// of the newer ones.
+type record struct {
+	key     string
+	holders int
+	slot    int // -1 until the term takes one
+	// containment is what holds the term's child together
+	// (Config.Containment), for status to show; "" records none.
+	containment string
+	// grant is the raft term known before the lease was granted, and the
+	// lease's TTL (docs/design.md, "An early end after a raft leader
+	// change"); a zero TTL records none. A term of 0 (none was known)
+	// makes every raft term later.
+	grant grantMark
+	// released says the term's child is gone: written by the term itself,
+	// just before its revoke, when a raft leader change since its grant
+	// may make the revoke look like an early end.
+	released bool
+}
+
+func (r record) String() string {
+	v := SentinelValue(r.key, r.holders, r.slot)
+	var extra strings.Builder
+	if r.grant.ttl > 0 {
+		fmt.Fprintf(&extra, "%s%d/%d", grantSep, r.grant.term, int64(r.grant.ttl/time.Second))
 	}
-	return key + containmentSep + containment + v[len(key):]
+	if r.released {
+		extra.WriteString(" " + releasedWord)
+	}
+	if r.containment != "" {
+		extra.WriteString(containmentSep + r.containment)
+	}
+	return r.key + extra.String() + v[len(r.key):]
+}
+
+// grantMark is a sentinel's grant field.
+type grantMark struct {
+	term uint64
+	ttl  time.Duration
+}
+
+// grantOf is the grant a sentinel's value records, if it records one in
+// the form etcdlead writes.
+func grantOf(value []byte) (grantMark, bool) {
+	_, rest, ok := strings.Cut(string(value), grantSep)
+	if !ok {
+		return grantMark{}, false
+	}
+	word, _, _ := strings.Cut(rest, " ")
+	ts, ss, ok := strings.Cut(word, "/")
+	term, err1 := strconv.ParseUint(ts, 10, 64)
+	secs, err2 := strconv.ParseInt(ss, 10, 64)
+	if !ok || err1 != nil || err2 != nil || secs <= 0 || secs > int64(MaxTTL/time.Second) {
+		return grantMark{}, false
+	}
+	return grantMark{term: term, ttl: time.Duration(secs) * time.Second}, true
+}
+
+// releasedOf reports whether a sentinel's value says its term's child is
+// gone (record.released).
+func releasedOf(value []byte) bool {
+	fields := strings.Fields(string(value))
+	return len(fields) > 1 && slices.Contains(fields[1:], releasedWord)
 }
 
 // ContainmentOf is the containment a sentinel's value records, or "".

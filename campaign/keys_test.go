@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -278,12 +279,16 @@ func TestSlotOf(t *testing.T) {
 	}
 }
 
-func TestContainmentRecord(t *testing.T) {
+func TestSentinelRecord(t *testing.T) {
 	for _, c := range []struct {
 		holders, slot int
 		mode          string
-	}{{1, -1, ""}, {1, -1, "cgroup"}, {2, -1, "process-group"}, {3, 2, "cgroup"}} {
-		v := []byte(sentinelRecord("p/e/2a", c.holders, c.slot, c.mode))
+		grant         grantMark
+		released      bool
+	}{{1, -1, "", grantMark{}, false}, {1, -1, "cgroup", grantMark{}, false}, {2, -1, "process-group", grantMark{}, false}, {3, 2, "cgroup", grantMark{}, false},
+		{1, -1, "", grantMark{7, 15 * time.Second}, false}, {1, -1, "cgroup", grantMark{7, 2 * time.Second}, true},
+		{3, 2, "process-group", grantMark{12, time.Hour}, true}, {2, -1, "", grantMark{0, 5 * time.Second}, false}} {
+		v := []byte(record{key: "p/e/2a", holders: c.holders, slot: c.slot, containment: c.mode, grant: c.grant, released: c.released}.String())
 		if got := ContainmentOf(v); got != c.mode {
 			t.Errorf("%q: containment %q, want %q", v, got, c.mode)
 		}
@@ -293,10 +298,29 @@ func TestContainmentRecord(t *testing.T) {
 		if i, ok := SlotOf(v); ok != (c.slot >= 0) || ok && i != c.slot {
 			t.Errorf("%q: slot %d %v, want %d", v, i, ok, c.slot)
 		}
+		if g, ok := grantOf(v); ok != (c.grant.ttl > 0) || g != c.grant {
+			t.Errorf("%q: grant %v %v, want %v", v, g, ok, c.grant)
+		}
+		if got := releasedOf(v); got != c.released {
+			t.Errorf("%q: released %v, want %v", v, got, c.released)
+		}
 	}
 	// An etcdlead that reads only the number finds it all the same.
-	v := sentinelRecord("p/e/2a", 3, 1, "cgroup")
+	v := record{key: "p/e/2a", holders: 3, slot: 1, containment: "cgroup", grant: grantMark{4, 15 * time.Second}, released: true}.String()
 	if _, n, _ := strings.Cut(v, " holders="); n != "3" {
 		t.Errorf("%q: the number is not last", v)
+	}
+	// A value that etcdlead did not write in that form records no grant,
+	// and the word released counts only as a word of its own.
+	for _, v := range []string{"p/e/2a", "p/e/2a grant=", "p/e/2a grant=7", "p/e/2a grant=7/", "p/e/2a grant=7/0", "p/e/2a grant=x/15",
+		"p/e/2a grant=7/x", "p/e/2a grant=-1/15", "p/e/2a grant=7/-15", "p/e/2a grant=7/3601"} {
+		if g, ok := grantOf([]byte(v)); ok {
+			t.Errorf("grantOf(%q) = %v, want none", v, g)
+		}
+	}
+	for _, v := range []string{"", "released", "p/e/released", "p/e/2a containment=released", "p/e/2a releasedx"} {
+		if releasedOf([]byte(v)) {
+			t.Errorf("releasedOf(%q) = true", v)
+		}
 	}
 }

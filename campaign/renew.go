@@ -68,6 +68,9 @@ type renewals struct {
 	// revision at the member that answered, which the term's watch stream
 	// is held to (termStream.needless).
 	rev atomic.Int64
+	// raftTerm is the highest raft term a header named, on any request
+	// of the client's terms (seeTerm).
+	raftTerm atomic.Int64
 
 	mu   sync.Mutex
 	cur  *keepAliveStream   // where sends go: nil until opened, and once it failed
@@ -313,6 +316,7 @@ func (r *renewals) receive(ka *keepAliveStream) {
 		}
 		if resp.Header != nil {
 			r.seen(resp.Header.Revision)
+			r.seeTerm(resp.Header)
 		}
 		ka.mu.Lock()
 		i := slices.IndexFunc(ka.pending, func(s *renewalSend) bool { return int64(s.lease) == resp.ID })

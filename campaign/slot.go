@@ -83,7 +83,7 @@ func (t *Term) takeSlot(ctx context.Context) error {
 					If(append(t.intact(), clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
 						clientv3.Compare(clientv3.ModRevision(l.SentinelPrefix()), "<", rev+1).WithPrefix())...).
 					Then(clientv3.OpPut(key, t.Key, clientv3.WithLease(t.Lease)),
-						clientv3.OpPut(t.Sentinel, sentinelRecord(t.Key, n, free, t.c.cfg.Containment), clientv3.WithLease(t.Lease))).
+						clientv3.OpPut(t.Sentinel, t.withSlot(free).String(), clientv3.WithLease(t.Lease))).
 					Else(clientv3.OpGet(key, clientv3.WithKeysOnly())).
 					Commit()
 				return err
@@ -159,6 +159,7 @@ func (t *Term) tookSlot(key string, rev int64) error {
 		return fmt.Errorf("slot key %s: not one of %d slots", key, t.c.holders())
 	}
 	t.Slot, t.SlotRev = i, rev
+	t.rec = t.withSlot(i)
 	// Deleted or put again, the slot key could be taken by another term,
 	// and two children would share the slot.
 	t.guardKeys([]owned{{key, rev}}, false, rev)

@@ -46,6 +46,16 @@ type Term struct {
 	// run is the lease of the term's record of Config.RunID, once made
 	// (recordRun); 0 when none is held.
 	run clientv3.LeaseID
+
+	// rec is what the term's sentinel holds, as it last wrote it.
+	rec record
+}
+
+// withSlot is the term's record once it took slot i.
+func (t *Term) withSlot(i int) record {
+	r := t.rec
+	r.slot = i
+	return r
 }
 
 // lost ends the term for err, noting first whether it ended early.
@@ -210,6 +220,7 @@ func (t *Term) Revoke() {
 	t.lose(errRevoked)
 	ctx, cancel := context.WithTimeout(context.Background(), t.c.cfg.RequestTimeout)
 	defer cancel()
+	t.release(ctx)
 	t.c.log.Trace("revoking lease")
 	err := t.revoke(ctx)
 	t.c.log.Trace("revoke answered")

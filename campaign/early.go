@@ -1,0 +1,132 @@
+package campaign
+
+import (
+	"context"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// An early end after a raft leader change (docs/design.md, "An early end
+// after a raft leader change").
+//
+// An etcd raft leader member paused whole for longer than a TTL revokes,
+// as it resumes, every lease it last knew of, although a newer raft leader
+// renewed them since (docs/design.md, "What stays bounded"). The term that
+// leads then loses its lease while its child runs, as it may until its
+// deadline; a waiter that saw that lease go could not tell it from a
+// graceful revoke, and would start beside that child.
+//
+// Only a raft leader that applied a lease's grant can revoke it so, and
+// only once it has been replaced: once the raft term has moved past the
+// one known before the grant was sent. So each term records that term in
+// its sentinel, with its TTL (record.grant); a term that ends gracefully
+// after such a move says first that its child is gone (release); and a
+// waiter that sees a sentinel deleted, its lease gone, without that word,
+// after such a move, waits that term's TTL from when it saw the delete
+// before it starts (earlyEnd, Term.holdUntil). Every renewal that term was
+// credited was sent before the revoke, so by then its deadline, and its
+// fence, have passed.
+
+// seeTerm records that etcd's raft term is at least h's.
+func (r *renewals) seeTerm(h *pb.ResponseHeader) {
+	if h != nil {
+		raise(&r.raftTerm, int64(h.RaftTerm))
+	}
+}
+
+// knownTerm is the highest raft term any answer to this client named.
+func (c *Campaigner) knownTerm() uint64 { return uint64(c.renewals.raftTerm.Load()) }
+
+// learnTerm asks etcd for its raft term when no answer has named one yet,
+// so that the grant that follows has a term to record: a linearizable
+// read, which a member answers in its raft leader's term. If it fails the
+// term stays 0, and the term's end is taken as one that may be early: the
+// safe side.
+func (c *Campaigner) learnTerm(ctx context.Context) {
+	if c.knownTerm() > 0 {
+		return
+	}
+	_ = c.request(ctx, c.cfg.RequestTimeout, func(rctx context.Context) error {
+		resp, err := c.cfg.Client.Get(rctx, c.cfg.Layout.PauseKey(), clientv3.WithCountOnly())
+		if err == nil {
+			c.renewals.seeTerm(resp.Header)
+		}
+		return err
+	})
+}
+
+// release writes into the term's sentinel that its child is gone, before
+// its revoke, when the raft term has moved past the one its grant
+// recorded: the revoke would otherwise look like an early end to the
+// waiter behind it, which would wait out the TTL. It is asked once per
+// renewal interval while unanswered, for at most half the request timeout
+// (the revoke needs the rest); it compares the sentinel's create revision
+// and lease, so it never writes a sentinel that is no longer the term's.
+// Callers release only once the child's processes are all gone.
+func (t *Term) release(ctx context.Context) {
+	if t.Rev == 0 || t.c.knownTerm() <= t.rec.grant.term {
+		return
+	}
+	rec := t.rec
+	rec.released = true
+	ctx, cancel := context.WithTimeout(ctx, t.c.cfg.RequestTimeout/2)
+	defer cancel()
+	_, err := hedged(ctx, RenewInterval(t.TTL), func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) error {
+			_, err := t.c.cfg.Client.Txn(rctx).
+				If(clientv3.Compare(clientv3.CreateRevision(t.Sentinel), "=", t.Rev),
+					clientv3.Compare(clientv3.LeaseValue(t.Sentinel), "=", t.Lease)).
+				Then(clientv3.OpPut(t.Sentinel, rec.String(), clientv3.WithLease(t.Lease))).
+				Commit()
+			return err
+		})
+	})
+	if err != nil {
+		t.c.log.Debug("could not record the term's release; the next term will wait out its TTL", "error", err)
+	}
+}
+
+// earlyEnd is how long, from when it was seen, a waiter waits before it
+// starts after ev, should ev's lease be gone: the TTL that the deleted
+// sentinel records when its grant came before the raft term known now
+// (h's, or a later answer's) and it does not say released; else 0. A
+// sentinel that records no grant is an older etcdlead's, or not a
+// sentinel: 0, as before.
+func (c *Campaigner) earlyEnd(ev *clientv3.Event, h *pb.ResponseHeader) time.Duration {
+	if ev.Type != clientv3.EventTypeDelete || ev.PrevKv == nil {
+		return 0
+	}
+	g, ok := grantOf(ev.PrevKv.Value)
+	if !ok || releasedOf(ev.PrevKv.Value) {
+		return 0
+	}
+	c.renewals.seeTerm(h)
+	if c.knownTerm() <= g.term {
+		return 0
+	}
+	return g.ttl
+}
+
+// holdUntil waits until the boot-clock time until, and says why in the
+// log: a term ahead ended early after a raft leader change (earlyEnd). A
+// context that ends first gives the wait's error.
+func (t *Term) holdUntil(ctx context.Context, until time.Duration, key string) error {
+	left := until - t.c.cfg.Now()
+	if left <= 0 {
+		return nil
+	}
+	t.c.log.Info("the lease ahead ended after a raft leader change, and its term did not say its child was gone: waiting out its TTL before starting",
+		"key", key, "in", left.Round(time.Millisecond))
+	// On the monotonic clock, which stops in a suspend while the boot
+	// clock does not: a suspend can only lengthen the wait.
+	wait := time.NewTimer(left)
+	defer wait.Stop()
+	select {
+	case <-wait.C:
+		return nil
+	case <-ctx.Done():
+		return t.waitErr(ctx)
+	}
+}

@@ -1,0 +1,166 @@
+package campaign_test
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlead/etcdlead/campaign"
+	"github.com/etcdlead/etcdlead/internal/bootclock"
+	"github.com/etcdlead/etcdlead/internal/testsupport/etcdtest"
+)
+
+// holdLine is what a candidate logs when it waits out an early end.
+const holdLine = "waiting out its TTL before starting"
+
+// earlyPair is a leader A, holding, and a candidate B next behind it, at the
+// shortest TTL, on one member of a three-member cluster: the member the raft
+// leadership moves to with move, so that every answer both get after the
+// move names the new raft term. B's log is returned.
+type earlyPair struct {
+	cluster *etcdtest.Cluster
+	cli     *clientv3.Client // of the member both use
+	to      int              // that member
+	fa, fb  *fixture
+	a       *campaign.Term
+	held    <-chan error // A's Lead
+	b       <-chan result
+	log     *testLog // B's
+	// moved is when move returned (Unix ns), and renewed hears each
+	// renewal of A's that was sent after that.
+	moved   atomic.Int64
+	renewed chan struct{}
+}
+
+func newEarlyPair(t *testing.T, cluster *etcdtest.Cluster) *earlyPair {
+	t.Helper()
+	p := &earlyPair{cluster: cluster, to: (cluster.RaftLeader(t) + 1) % 3, log: newTestLog(), renewed: make(chan struct{}, 1)}
+	p.cli = etcdtest.NewClient(t, cluster.Member(p.to).ClientAddr())
+	p.fa = newFixture(t, etcdtest.NewClient(t, cluster.Member(p.to).ClientAddr()))
+	p.fb = newFixture(t, p.cli)
+	p.fa.ttl, p.fb.ttl = campaign.MinTTL, campaign.MinTTL
+	p.fb.n = 1 // ids apart
+	p.fb.log = p.log
+	p.fa.renewed = func(latency time.Duration, err error) {
+		if m := p.moved.Load(); err == nil && m > 0 && time.Now().Add(-latency).UnixNano() > m {
+			select {
+			case p.renewed <- struct{}{}:
+			default:
+			}
+		}
+	}
+	p.a = p.fa.lead()
+	p.held = hold(p.a)
+	p.b = p.fb.waiting(t.Context(), 1)
+	p.fb.next(p.b, newest(t, p.cli, p.fb.l))
+	return p
+}
+
+// move hands the raft leadership to the member both use: a new raft term,
+// as after a raft leader change that etcd made itself.
+func (p *earlyPair) move(t *testing.T) {
+	p.cluster.MoveLeader(t, p.to)
+	p.moved.Store(time.Now().UnixNano())
+}
+
+// revoke revokes A's lease as an operator, or a resumed raft leader's
+// sweep, would, and returns when it was sent on the boot clock.
+func (p *earlyPair) revoke(t *testing.T) time.Duration {
+	t.Helper()
+	at := bootclock.Now()
+	if _, err := p.cli.Revoke(t.Context(), p.a.Lease); err != nil {
+		t.Fatal(err)
+	}
+	if err := awaitErr(t, p.held); !errors.Is(err, campaign.ErrKeyDeleted) && !errors.Is(err, campaign.ErrLeaseLost) {
+		t.Fatalf("A's Lead = %v, want its keys or lease gone", err)
+	}
+	return at
+}
+
+// waited reports whether B logged that it waits out an early end.
+func (p *earlyPair) waited() bool {
+	p.log.mu.Lock()
+	defer p.log.mu.Unlock()
+	return slices.ContainsFunc(p.log.lines, func(l string) bool { return strings.Contains(l, holdLine) })
+}
+
+// The promise at the campaign's level: a lease that ends early after a raft
+// leader change, without its term saying that its child is gone, may have
+// been taken by a resumed raft leader's sweep while that child runs, up to
+// the term's deadline. The candidate behind it waits out that term's TTL
+// from the end; one that ends gracefully, or with no raft leader change
+// since its grant, it follows at once.
+func TestEarlyEndAfterRaftLeaderChange(t *testing.T) {
+	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
+
+	t.Run("revoked-after-a-change-is-waited-out", func(t *testing.T) {
+		p := newEarlyPair(t, cluster)
+		p.move(t)
+		at := p.revoke(t)
+		tb := p.fb.await(p.b)
+		// A's child may run until A's deadline: at most A's TTL after the
+		// revoke, as every renewal A was credited was sent before it.
+		if now := bootclock.Now(); now < at+campaign.MinTTL {
+			t.Errorf("B leads %s after A's lease was revoked, before A's TTL of %s had passed", now-at, campaign.MinTTL)
+		}
+		if !p.waited() {
+			t.Errorf("B did not say it waits out the early end:\n%s", strings.Join(p.log.lines, "\n"))
+		}
+		tb.Revoke()
+	})
+
+	t.Run("released-after-a-change-is-followed-at-once", func(t *testing.T) {
+		p := newEarlyPair(t, cluster)
+		p.move(t)
+		// A learns of the new raft term from a renewal sent after the move.
+		select {
+		case <-p.renewed:
+		case <-time.After(safety):
+			t.Fatal("A did not renew after the move")
+		}
+		// The value the sentinel had when A's revoke deleted it.
+		wch := p.cli.Watch(t.Context(), p.a.Sentinel, clientv3.WithRev(p.a.Rev+1), clientv3.WithPrevKV())
+		p.a.Revoke()
+		tb := p.fb.await(p.b)
+		if p.waited() {
+			t.Errorf("B waited out the graceful end of A:\n%s", strings.Join(p.log.lines, "\n"))
+		}
+		if ev := firstDelete(t, wch); !strings.Contains(string(ev.PrevKv.Value), " released") {
+			t.Errorf("A's sentinel %q did not say released before its revoke", ev.PrevKv.Value)
+		}
+		tb.Revoke()
+	})
+
+	t.Run("revoked-without-a-change-is-followed-at-once", func(t *testing.T) {
+		p := newEarlyPair(t, cluster)
+		p.revoke(t)
+		tb := p.fb.await(p.b)
+		if p.waited() {
+			t.Errorf("B waited out an end with no raft leader change since A's grant:\n%s", strings.Join(p.log.lines, "\n"))
+		}
+		tb.Revoke()
+	})
+}
+
+// firstDelete is the first delete event that wch delivers.
+func firstDelete(t *testing.T, wch clientv3.WatchChan) *clientv3.Event {
+	t.Helper()
+	deadline := time.After(safety)
+	for {
+		select {
+		case resp := <-wch:
+			for _, ev := range resp.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					return ev
+				}
+			}
+		case <-deadline:
+			t.Fatal("no delete of the sentinel")
+		}
+	}
+}
