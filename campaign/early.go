@@ -60,13 +60,17 @@ func (c *Campaigner) learnTerm(ctx context.Context) {
 // release writes into the term's sentinel that its child is gone, before
 // its revoke, when the raft term has moved past the one its grant
 // recorded: the revoke would otherwise look like an early end to the
-// waiter behind it, which would wait out the TTL. It is asked once per
+// waiter behind it, which would wait out the TTL. The term learns of a
+// new raft term from its renewals' answers; when none was credited
+// lately (a fence after an etcd election, a waiter that renews every
+// T/3) it cannot tell, and releases all the same. It is asked once per
 // renewal interval while unanswered, for at most half the request timeout
 // (the revoke needs the rest); it compares the sentinel's create revision
 // and lease, so it never writes a sentinel that is no longer the term's.
 // Callers release only once the child's processes are all gone.
 func (t *Term) release(ctx context.Context) {
-	if t.Rev == 0 || t.c.knownTerm() <= t.rec.grant.term {
+	fresh := t.c.cfg.Now()-t.lastSent() <= 2*RenewInterval(t.TTL)
+	if t.Rev == 0 || fresh && t.c.knownTerm() <= t.rec.grant.term {
 		return
 	}
 	rec := t.rec

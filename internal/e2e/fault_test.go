@@ -279,3 +279,29 @@ func TestEarlyLeaseEndSitsOutTheTTL(t *testing.T) {
 	c1.signal(t, syscall.SIGCONT)
 	stopAll(t, e, c1, c2)
 }
+
+// The leader's lease alone revoked after a raft leader change, as a resumed
+// raft leader's sweep revokes it (docs/design.md, "An early end after a raft
+// leader change"): the waiter's lease came after the change, so the sweep
+// leaves it, and nothing ahead of it is left. The leader's child ignores
+// SIGTERM, so it runs for the kill timeout after the leader hears of the
+// revoke. The waiter must wait out the leader's TTL before it starts, or
+// its probe says OVERLAP.
+func TestEarlyEndAfterRaftLeaderChangeIsWaitedOut(t *testing.T) {
+	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
+	e := newEnv(t, cluster.Endpoints())
+	cli := cluster.Client(t)
+	c1 := e.start("c1", slow, e.probe("-ignore-term"))
+	c1.out.waitFor(t, "c1", "ready", 0)
+	c2 := e.start("c2", slow, e.probe())
+	c2.log.waitFor(t, "c2", "waiting on predecessor", 0)
+	cluster.MoveLeader(t, (cluster.RaftLeader(t)+1)%3)
+	_, l1 := leaseOf(t, cli, e.prefix, "c1")
+	if _, err := cli.Revoke(ctxT(t), l1); err != nil {
+		t.Fatal(err)
+	}
+	c1.out.waitFor(t, "c1", "signal", 0) // its child heard SIGTERM and runs on
+	c2.log.waitFor(t, "c2", "waiting out its TTL before starting", 0)
+	c2.out.waitFor(t, "c2", "ready", 0)
+	stopAll(t, e, c1, c2)
+}
