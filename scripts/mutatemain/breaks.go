@@ -40,6 +40,27 @@ var breaks = []breakage{
 		pkg: "./internal/e2e", tests: "^TestEarlyLeaseEndSitsOutTheTTL$",
 	},
 	{
+		name: "early end: the hold", file: "campaign/barrier.go",
+		why: "a waiter starts at once after a lease ahead ended early after a raft leader change, beside that term's child",
+		old: "\treturn t.holdUntil(ctx, hold, held)\n",
+		new: "\treturn nil\n",
+		pkg: "./campaign", tests: "^TestEarlyEndAfterRaftLeaderChange$",
+	},
+	{
+		name: "early end: the hold (e2e)", file: "campaign/barrier.go",
+		why: "the same, through the binary, with the old leader's child slow to stop",
+		old: "\treturn t.holdUntil(ctx, hold, held)\n",
+		new: "\treturn nil\n",
+		pkg: "./internal/e2e", tests: "^TestEarlyEndAfterRaftLeaderChangeIsWaitedOut$",
+	},
+	{
+		name: "early end: the release", file: "campaign/term.go",
+		why: "a term revokes after a raft leader change without saying its child is gone: the waiter behind it waits out the TTL at every such handoff",
+		old: "\tt.release(ctx)\n",
+		new: "",
+		pkg: "./campaign", tests: "^TestEarlyEndAfterRaftLeaderChange$",
+	},
+	{
 		name: "barrier: older sentinels", file: "campaign/barrier.go",
 		why: "the start read ignores older terms' sentinels: only queue keys are waited for",
 		old: "\tv.ss, v.terms = v.nearest(l.ValidSentinel, sentinels)",

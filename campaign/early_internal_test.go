@@ -1,0 +1,44 @@
+package campaign
+
+import (
+	"testing"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// earlyEnd's rule, case by case: only the delete of a sentinel that records
+// a grant before the raft term known now, and does not say released, holds a
+// start, for the TTL it records.
+func TestEarlyEndRule(t *testing.T) {
+	sentinel := func(v string) *mvccpb.KeyValue { return &mvccpb.KeyValue{Key: []byte("p/e.lease/2a"), Value: []byte(v)} }
+	del := func(prev *mvccpb.KeyValue) *clientv3.Event {
+		return &clientv3.Event{Type: clientv3.EventTypeDelete, Kv: &mvccpb.KeyValue{Key: []byte("p/e.lease/2a")}, PrevKv: prev}
+	}
+	for _, c := range []struct {
+		name   string
+		ev     *clientv3.Event
+		known  int64 // the client's raft term before the event
+		header uint64
+		want   time.Duration
+	}{
+		{"after a change", del(sentinel("p/e/2a grant=3/15")), 3, 4, 15 * time.Second},
+		{"a change known before", del(sentinel("p/e/2a grant=3/15")), 5, 3, 15 * time.Second},
+		{"no change", del(sentinel("p/e/2a grant=3/15")), 3, 3, 0},
+		{"released", del(sentinel("p/e/2a grant=3/15 released containment=cgroup")), 3, 4, 0},
+		{"no term known at the grant", del(sentinel("p/e/2a grant=0/2 slot=1 holders=2")), 0, 1, 2 * time.Second},
+		{"an older etcdlead's sentinel", del(sentinel("p/e/2a")), 3, 4, 0},
+		{"no previous value", del(nil), 3, 4, 0},
+		{"a put", &clientv3.Event{Type: clientv3.EventTypePut, Kv: sentinel("p/e/2a grant=3/15"), PrevKv: sentinel("p/e/2a grant=3/15")}, 3, 4, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cp := &Campaigner{renewals: &renewals{}}
+			cp.renewals.raftTerm.Store(c.known)
+			if got := cp.earlyEnd(c.ev, &pb.ResponseHeader{RaftTerm: c.header}); got != c.want {
+				t.Errorf("earlyEnd = %s, want %s", got, c.want)
+			}
+		})
+	}
+}
