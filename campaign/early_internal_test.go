@@ -13,7 +13,9 @@ import (
 // a grant before the raft term known now, and does not say released, holds a
 // start, for the TTL it records.
 func TestEarlyEndRule(t *testing.T) {
-	sentinel := func(v string) *mvccpb.KeyValue { return &mvccpb.KeyValue{Key: []byte("p/e.lease/2a"), Value: []byte(v)} }
+	sentinel := func(v string) *mvccpb.KeyValue {
+		return &mvccpb.KeyValue{Key: []byte("p/e.lease/2a"), Value: []byte(v)}
+	}
 	del := func(prev *mvccpb.KeyValue) *clientv3.Event {
 		return &clientv3.Event{Type: clientv3.EventTypeDelete, Kv: &mvccpb.KeyValue{Key: []byte("p/e.lease/2a")}, PrevKv: prev}
 	}
