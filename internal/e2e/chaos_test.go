@@ -587,10 +587,12 @@ const staleSweepBound = 2 * time.Second
 // unless it is the bounded case of docs/design.md ("What stays bounded")
 // of an etcd raft leader member that resumes after a pause longer than the
 // TTL and revokes leases a newer raft leader renewed. That case is told by
-// its shape: the overlapping child started within staleSweepBound of the
-// end of a raft leader freeze that lasted at least a TTL, after another
-// candidate lost its term to a deleted key while its child ran, and that
-// child was gone within oldLeaderStop. bounded counts those.
+// its shape: the overlapping child's term found no term to wait for (it
+// campaigned once the swept term's keys were gone), its child started
+// within staleSweepBound of the end of a raft leader freeze that lasted at
+// least a TTL, after another candidate lost its term to a deleted key while
+// its child ran, and that child was gone within oldLeaderStop. bounded
+// counts those.
 func (c *chaos) overlaps(procs []*candidate) (all, bounded int) {
 	lines, raw := c.e.journalRead(c.t)
 	for _, l := range lines {
@@ -621,13 +623,28 @@ func (c *chaos) staleSweep(procs []*candidate, l string) (string, bool) {
 		}
 	}
 	var started time.Time
+	var starter *candidate
 	for _, p := range procs {
 		if m := p.log.matching("child started: pid=" + pid + " "); len(m) > 0 {
-			started = m[0].at
+			started, starter = m[0].at, p
 		}
 	}
 	if pid == "" || started.IsZero() {
 		return "", false
+	}
+	// Only a term that found nothing to wait for: one that waited behind
+	// the swept term must wait out its TTL (docs/design.md, "An early end
+	// after a raft leader change"), so its overlap is a bug.
+	var campaigned time.Time
+	for _, m := range starter.log.matching("campaigning: ") {
+		if m.at.Before(started) {
+			campaigned = m.at
+		}
+	}
+	for _, m := range starter.log.matching("waiting on predecessor") {
+		if !m.at.Before(campaigned) && m.at.Before(started) {
+			return "", false
+		}
 	}
 	for _, h := range c.history {
 		if h.kind != "freeze etcd raft leader" || h.end.IsZero() || h.end.Sub(h.at) < chaosTTL ||
