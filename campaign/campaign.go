@@ -250,7 +250,9 @@ func (c *Campaigner) notePause(err error) {
 // grant is step 1 of docs/design.md, "One term, step by step": a fresh lease
 // for this term only.
 func (c *Campaigner) grant(ctx context.Context) (*Term, error) {
-	c.learnTerm(ctx)
+	if err := c.learnTerm(ctx); err != nil {
+		return nil, fmt.Errorf("grant lease: %w", err)
+	}
 	known := c.knownTerm()
 	sent := c.cfg.Now()
 	var resp *clientv3.LeaseGrantResponse

@@ -41,20 +41,26 @@ func (c *Campaigner) knownTerm() uint64 { return uint64(c.renewals.raftTerm.Load
 
 // learnTerm asks etcd for its raft term when no answer has named one yet,
 // so that the grant that follows has a term to record: a linearizable
-// read, which a member answers in its raft leader's term. If it fails the
-// term stays 0, and the term's end is taken as one that may be early: the
-// safe side.
-func (c *Campaigner) learnTerm(ctx context.Context) {
+// read, which a member answers in its raft leader's term. An etcd that
+// cannot be reached fails the grant as it would have, with its cause. A
+// refusal leaves the term at 0, which makes every term later: the safe
+// side (a role that may not read the pause key fails the campaign
+// transaction anyway, with a line that names it).
+func (c *Campaigner) learnTerm(ctx context.Context) error {
 	if c.knownTerm() > 0 {
-		return
+		return nil
 	}
-	_ = c.request(ctx, c.cfg.RequestTimeout, func(rctx context.Context) error {
+	err := c.request(ctx, c.cfg.RequestTimeout, func(rctx context.Context) error {
 		resp, err := c.cfg.Client.Get(rctx, c.cfg.Layout.PauseKey(), clientv3.WithCountOnly())
 		if err == nil {
 			c.renewals.seeTerm(resp.Header)
 		}
 		return err
 	})
+	if err != nil && Permanent(err) {
+		return nil
+	}
+	return err
 }
 
 // release writes into the term's sentinel that its child is gone, before

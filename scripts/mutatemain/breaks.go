@@ -84,8 +84,8 @@ var breaks = []breakage{
 	{
 		name: "barrier: leases seen going", file: "campaign/barrier.go",
 		why: "a lease whose keys were deleted by hand is not waited out",
-		old: "\treturn t.barrier(ctx, v, pending)\n",
-		new: "\treturn t.barrier(ctx, v, nil)\n",
+		old: "\tif err := t.barrier(ctx, v, pending); err != nil {\n",
+		new: "\tif err := t.barrier(ctx, v, nil); err != nil {\n",
 		pkg: "./campaign", tests: "^(TestCampaign|TestHolders)$",
 	},
 	{
