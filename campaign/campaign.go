@@ -228,15 +228,23 @@ func (c *Campaigner) sitOut(ctx context.Context) error {
 		return nil
 	}
 	c.log.Info("a term's lease or keys ended before its deadline; campaigning again once a TTL has passed since", "in", left.Round(time.Millisecond))
-	// On the monotonic clock, which stops in a suspend while the boot
-	// clock does not: a suspend can only lengthen the wait.
-	wait := time.NewTimer(left)
+	if !sleep(ctx, left) {
+		return fmt.Errorf("%w: a term's lease ended before its deadline, and a TTL had not passed since", ErrNotLeader)
+	}
+	return nil
+}
+
+// sleep waits for d, or until ctx ends (false). It waits on the monotonic
+// clock, which stops in a suspend while the boot clock does not: for a
+// wait until a boot-clock time, a suspend can only lengthen it.
+func sleep(ctx context.Context, d time.Duration) bool {
+	wait := time.NewTimer(d)
 	defer wait.Stop()
 	select {
 	case <-wait.C:
-		return nil
+		return true
 	case <-ctx.Done():
-		return fmt.Errorf("%w: a term's lease ended before its deadline, and a TTL had not passed since", ErrNotLeader)
+		return false
 	}
 }
 

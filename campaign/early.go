@@ -129,14 +129,8 @@ func (t *Term) holdUntil(ctx context.Context, until time.Duration, key string) e
 	}
 	t.c.log.Info("the lease ahead ended after a raft leader change, and its term did not say its child was gone: waiting out its TTL before starting",
 		"key", key, "in", left.Round(time.Millisecond))
-	// On the monotonic clock, which stops in a suspend while the boot
-	// clock does not: a suspend can only lengthen the wait.
-	wait := time.NewTimer(left)
-	defer wait.Stop()
-	select {
-	case <-wait.C:
-		return nil
-	case <-ctx.Done():
+	if !sleep(ctx, left) {
 		return t.waitErr(ctx)
 	}
+	return nil
 }

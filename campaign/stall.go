@@ -368,15 +368,6 @@ func heard(ctx context.Context, probe clientv3.WatchChan, bound time.Duration) (
 	}
 }
 
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
-
 // drain reads what the probe holds already, so that only what comes after
 // a request counts as its answer.
 func drain(probe clientv3.WatchChan) {
