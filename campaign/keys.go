@@ -18,9 +18,12 @@ import (
 //	P/<lease hex>          queue key, value = the candidate's id (etcd's
 //	                       concurrency.Election layout, so etcdctl elect -l
 //	                       and Election.Leader see the same leader)
-//	P.lease/<lease hex>    the term's lease sentinel, value = its queue key
-//	                       (with N > 1 holders, then " slot=<i>" once it
-//	                       took slot i, and " holders=<N>": SentinelValue)
+//	P.lease/<lease hex>    the term's lease sentinel, value = its queue key,
+//	                       then " grant=<raft term>/<TTL>", " released"
+//	                       once written before the revoke, and
+//	                       " containment=<mode>" (record), and with N > 1
+//	                       holders " slot=<i>" once it took slot i and
+//	                       " holders=<N>" (SentinelValue)
 //	P.resign               the resign request, value = the queue key asked
 //	P.slot/<i>             with more than one holder, the slot i (0...N-1)
 //	                       a holding term took, value = its queue key
