@@ -443,7 +443,7 @@ func (t *Term) waitEvent(ctx context.Context, v view) (woke map[clientv3.LeaseID
 		}
 		if i := slices.IndexFunc(w.resp.Events, ts[w.i].moved); i >= 0 {
 			t.c.log.Debug("predecessor moved; looking again", "key", keys[w.i])
-			up := wakeup{key: keys[w.i], at: t.c.cfg.Now(), early: t.c.earlyEnd(w.resp.Events[i], &w.resp.Header)}
+			up := wakeup{key: keys[w.i], at: t.c.cfg.Now(), early: t.c.earlyEnd(w.resp.Events[i], &w.resp.Header, t.TTL)}
 			return map[clientv3.LeaseID]wakeup{ts[w.i].lease: up}, end, nil
 		}
 	}

@@ -2,6 +2,7 @@ package campaign
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -69,19 +70,20 @@ func (c *Campaigner) learnTerm(ctx context.Context) error {
 // waiter behind it, which would wait out the TTL. The term learns of a
 // new raft term from its renewals' answers; when none was credited
 // lately (a fence after an etcd election, a waiter that renews every
-// T/3) it cannot tell, and releases all the same. It is asked once per
-// renewal interval while unanswered, for at most half the request timeout
-// (the revoke needs the rest); it compares the sentinel's create revision
-// and lease, so it never writes a sentinel that is no longer the term's.
-// Callers release only once the child's processes are all gone.
-func (t *Term) release(ctx context.Context) {
+// T/3) it cannot tell, and releases all the same. A term whose lease is
+// known gone has nothing to release. It is asked once per renewal
+// interval while unanswered, for at most half the request timeout; it
+// compares the sentinel's create revision and lease, so it never writes
+// a sentinel that is no longer the term's. Callers release only once the
+// child's processes are all gone.
+func (t *Term) release() {
 	fresh := t.c.cfg.Now()-t.lastSent() <= 2*RenewInterval(t.TTL)
-	if t.Rev == 0 || fresh && t.c.knownTerm() <= t.rec.grant.term {
+	if t.Rev == 0 || fresh && t.c.knownTerm() <= t.rec.grant.term || errors.Is(context.Cause(t.ctx), ErrLeaseLost) {
 		return
 	}
 	rec := t.rec
 	rec.released = true
-	ctx, cancel := context.WithTimeout(ctx, t.c.cfg.RequestTimeout/2)
+	ctx, cancel := context.WithTimeout(context.Background(), t.c.cfg.RequestTimeout/2)
 	defer cancel()
 	_, err := hedged(ctx, RenewInterval(t.TTL), func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) error {
@@ -100,13 +102,20 @@ func (t *Term) release(ctx context.Context) {
 
 // earlyEnd is how long, from when it was seen, a waiter waits before it
 // starts after ev, should ev's lease be gone: the TTL that the deleted
-// sentinel records when its grant came before the raft term known now
-// (h's, or a later answer's) and it does not say released; else 0. A
+// sentinel records (at least own, the waiter's own TTL: a term further
+// ahead, swept at the same moment, has not been seen go) when its grant
+// came before the raft term known as ev arrives (h's, or an earlier
+// answer's) and it does not say released; own when the delete carries no
+// previous value, which the watch asked for (etcd leaves it out once its
+// revision is compacted): how that term ended is unknown; else 0. A
 // sentinel that records no grant is an older etcdlead's, or not a
 // sentinel: 0, as before.
-func (c *Campaigner) earlyEnd(ev *clientv3.Event, h *pb.ResponseHeader) time.Duration {
-	if ev.Type != clientv3.EventTypeDelete || ev.PrevKv == nil {
+func (c *Campaigner) earlyEnd(ev *clientv3.Event, h *pb.ResponseHeader, own time.Duration) time.Duration {
+	if ev.Type != clientv3.EventTypeDelete {
 		return 0
+	}
+	if ev.PrevKv == nil {
+		return own
 	}
 	g, ok := grantOf(ev.PrevKv.Value)
 	if !ok || releasedOf(ev.PrevKv.Value) {
@@ -116,21 +125,35 @@ func (c *Campaigner) earlyEnd(ev *clientv3.Event, h *pb.ResponseHeader) time.Dur
 	if c.knownTerm() <= g.term {
 		return 0
 	}
-	return g.ttl
+	return max(g.ttl, own)
 }
 
 // holdUntil waits until the boot-clock time until, and says why in the
-// log: a term ahead ended early after a raft leader change (earlyEnd). A
-// context that ends first gives the wait's error.
+// log: a term ahead ended early after a raft leader change (earlyEnd).
+// Until then a Revoke of this term waits too (awaitHold). A context that
+// ends first gives the wait's error.
 func (t *Term) holdUntil(ctx context.Context, until time.Duration, key string) error {
 	left := until - t.c.cfg.Now()
 	if left <= 0 {
 		return nil
 	}
+	raise(&t.hold, int64(until))
 	t.c.log.Info("the lease ahead ended after a raft leader change, and its term did not say its child was gone: waiting out its TTL before starting",
 		"key", key, "in", left.Round(time.Millisecond))
 	if !sleep(ctx, left) {
 		return t.waitErr(ctx)
 	}
 	return nil
+}
+
+// awaitHold returns once the term's hold, if any, is over: the term's
+// sentinel must outlive the wait it holds for the candidates behind it,
+// which would otherwise find neither it nor the term it waits out.
+func (t *Term) awaitHold() {
+	left := time.Duration(t.hold.Load()) - t.c.cfg.Now()
+	if left <= 0 {
+		return
+	}
+	t.c.log.Info("the term ends while it waits out an early end ahead: revoking once that wait is over", "in", left.Round(time.Millisecond))
+	sleep(context.Background(), left)
 }

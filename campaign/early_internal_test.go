@@ -11,7 +11,8 @@ import (
 
 // earlyEnd's rule, case by case: only the delete of a sentinel that records
 // a grant before the raft term known now, and does not say released, holds a
-// start, for the TTL it records.
+// start, for the TTL it records or the waiter's own, whichever is longer;
+// a delete whose previous value etcd left out holds it for the waiter's own.
 func TestEarlyEndRule(t *testing.T) {
 	sentinel := func(v string) *mvccpb.KeyValue {
 		return &mvccpb.KeyValue{Key: []byte("p/e.lease/2a"), Value: []byte(v)}
@@ -30,15 +31,16 @@ func TestEarlyEndRule(t *testing.T) {
 		{"a change known before", del(sentinel("p/e/2a grant=3/15")), 5, 3, 15 * time.Second},
 		{"no change", del(sentinel("p/e/2a grant=3/15")), 3, 3, 0},
 		{"released", del(sentinel("p/e/2a grant=3/15 released containment=cgroup")), 3, 4, 0},
-		{"no term known at the grant", del(sentinel("p/e/2a grant=0/2 slot=1 holders=2")), 0, 1, 2 * time.Second},
+		{"no term known at the grant", del(sentinel("p/e/2a grant=0/20 slot=1 holders=2")), 0, 1, 20 * time.Second},
 		{"an older etcdlead's sentinel", del(sentinel("p/e/2a")), 3, 4, 0},
-		{"no previous value", del(nil), 3, 4, 0},
+		{"no previous value: unknown", del(nil), 3, 3, 10 * time.Second},
+		{"a shorter TTL than the waiter's", del(sentinel("p/e/2a grant=3/2")), 3, 4, 10 * time.Second},
 		{"a put", &clientv3.Event{Type: clientv3.EventTypePut, Kv: sentinel("p/e/2a grant=3/15"), PrevKv: sentinel("p/e/2a grant=3/15")}, 3, 4, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cp := &Campaigner{renewals: &renewals{}}
 			cp.renewals.raftTerm.Store(c.known)
-			if got := cp.earlyEnd(c.ev, &pb.ResponseHeader{RaftTerm: c.header}); got != c.want {
+			if got := cp.earlyEnd(c.ev, &pb.ResponseHeader{RaftTerm: c.header}, 10*time.Second); got != c.want {
 				t.Errorf("earlyEnd = %s, want %s", got, c.want)
 			}
 		})

@@ -1,6 +1,7 @@
 package campaign_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -30,7 +31,8 @@ type earlyPair struct {
 	a       *campaign.Term
 	held    <-chan error // A's Lead
 	b       <-chan result
-	log     *testLog // B's
+	stopB   context.CancelFunc // ends B's campaign
+	log     *testLog           // B's
 	// moved is when move returned (Unix ns), and renewed hears each
 	// renewal of A's that was sent after that.
 	moved   atomic.Int64
@@ -56,7 +58,9 @@ func newEarlyPair(t *testing.T, cluster *etcdtest.Cluster) *earlyPair {
 	}
 	p.a = p.fa.lead()
 	p.held = hold(p.a)
-	p.b = p.fb.waiting(t.Context(), 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	p.stopB = cancel
+	p.b = p.fb.waiting(ctx, 1)
 	p.fb.next(p.b, newest(t, p.cli, p.fb.l))
 	return p
 }
@@ -134,6 +138,27 @@ func TestEarlyEndAfterRaftLeaderChange(t *testing.T) {
 			t.Errorf("A's sentinel %q did not say released before its revoke", ev.PrevKv.Value)
 		}
 		tb.Revoke()
+	})
+
+	// B waits out A's early end, and ends meanwhile: its revoke must not
+	// let C, behind it, start before A's TTL has passed either.
+	t.Run("a-hold-outlives-the-term-that-holds", func(t *testing.T) {
+		p := newEarlyPair(t, cluster)
+		fc := newFixture(t, p.cli)
+		fc.l, fc.ttl, fc.n = p.fb.l, campaign.MinTTL, 2
+		c := fc.waiting(t.Context(), 2)
+		p.move(t)
+		at := p.revoke(t)
+		p.log.waitFor(t, 0, nil, holdLine)
+		p.stopB()
+		if r := <-p.b; !errors.Is(r.err, campaign.ErrNotLeader) {
+			t.Fatalf("B's campaign = %v, want ErrNotLeader", r.err)
+		}
+		tc := fc.await(c)
+		if now := bootclock.Now(); now < at+campaign.MinTTL {
+			t.Errorf("C leads %s after A's lease was revoked, before A's TTL of %s had passed", now-at, campaign.MinTTL)
+		}
+		tc.Revoke()
 	})
 
 	t.Run("revoked-without-a-change-is-followed-at-once", func(t *testing.T) {

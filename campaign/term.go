@@ -49,6 +49,9 @@ type Term struct {
 
 	// rec is what the term's sentinel holds, as it last wrote it.
 	rec record
+	// hold is the boot-clock time before which neither the term's child
+	// nor, through its revoke, any term behind it may start (holdUntil).
+	hold atomic.Int64
 }
 
 // withSlot is the term's record once it took slot i.
@@ -211,16 +214,20 @@ func (t *Term) renewWhileWaiting(ctx context.Context) {
 // the next candidate. Callers revoke only once the child's processes are
 // all gone. It returns once the term's guard has ended too, so that no
 // goroutine of the term outlives it; the revoke and that wait are each
-// bounded by the request timeout. It is safe to call more than once; only
-// the first call waits.
+// bounded by the request timeout, and a release before them by half of
+// it. A term that ends while it holds its start for an early end ahead
+// (Term.holdUntil) revokes only once that hold is over: until then its
+// sentinel stands for the term it waits out, to the candidates behind it.
+// It is safe to call more than once; only the first call waits.
 func (t *Term) Revoke() {
 	if t.revoked.Swap(true) {
 		return
 	}
 	t.lose(errRevoked)
+	t.awaitHold()
+	t.release()
 	ctx, cancel := context.WithTimeout(context.Background(), t.c.cfg.RequestTimeout)
 	defer cancel()
-	t.release(ctx)
 	t.c.log.Trace("revoking lease")
 	err := t.revoke(ctx)
 	t.c.log.Trace("revoke answered")

@@ -641,9 +641,11 @@ func (c *chaos) staleSweep(procs []*candidate, l string) (string, bool) {
 			campaigned = m.at
 		}
 	}
-	for _, m := range starter.log.matching("waiting on predecessor") {
-		if !m.at.Before(campaigned) && m.at.Before(started) {
-			return "", false
+	for _, waited := range []string{"waiting on predecessor", "waiting for predecessor lease to end"} {
+		for _, m := range starter.log.matching(waited) {
+			if !m.at.Before(campaigned) && m.at.Before(started) {
+				return "", false
+			}
 		}
 	}
 	for _, h := range c.history {

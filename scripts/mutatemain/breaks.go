@@ -56,7 +56,14 @@ var breaks = []breakage{
 	{
 		name: "raft change: the release", file: "campaign/term.go",
 		why: "a term revokes after a raft leader change without saying its child is gone: the waiter behind it waits out the TTL at every such handoff",
-		old: "\tt.release(ctx)\n",
+		old: "\tt.release()\n",
+		new: "",
+		pkg: "./campaign", tests: "^TestEarlyEndAfterRaftLeaderChange$",
+	},
+	{
+		name: "raft change: a hold outlives its term", file: "campaign/term.go",
+		why: "a waiter that ends while it waits out an early end revokes at once, and the candidate behind it starts beside the swept term's child",
+		old: "\tt.awaitHold()\n",
 		new: "",
 		pkg: "./campaign", tests: "^TestEarlyEndAfterRaftLeaderChange$",
 	},
