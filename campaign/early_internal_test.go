@@ -46,3 +46,33 @@ func TestEarlyEndRule(t *testing.T) {
 		})
 	}
 }
+
+// A term that lost its keys after the raft term moved past its grant's sits
+// out a TTL before its candidate campaigns again, even with its deadline
+// passed: the same sweep may have taken the leader's lease, whose child may
+// still run. Without a raft leader change, a passed deadline says the lease
+// expired, and it campaigns at once.
+func TestEarlyEndSitsOutAfterRaftChange(t *testing.T) {
+	now := 100 * time.Second
+	for _, c := range []struct {
+		name     string
+		known    int64
+		deadline time.Duration
+		want     bool
+	}{
+		{"deadline passed, raft term moved", 4, now - time.Second, true},
+		{"deadline passed, no raft leader change", 3, now - time.Second, false},
+		{"deadline ahead, no raft leader change", 3, now + time.Second, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cp := &Campaigner{renewals: &renewals{}, cfg: Config{Now: func() time.Duration { return now }}}
+			cp.renewals.raftTerm.Store(c.known)
+			tm := &Term{c: cp, TTL: 2 * time.Second, rec: record{grant: grantMark{term: 3, ttl: 2 * time.Second}}}
+			tm.dl.Store(int64(c.deadline))
+			tm.endedEarly(ErrKeyDeleted)
+			if got := cp.sitOutUntil.Load() > 0; got != c.want {
+				t.Errorf("sits out: %v, want %v", got, c.want)
+			}
+		})
+	}
+}

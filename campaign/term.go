@@ -71,6 +71,12 @@ func (t *Term) lost(err error) {
 // endedEarly notes, for Campaigner.sitOut, a term whose keys were deleted
 // or replaced, or whose lease was found gone, while its deadline was still
 // ahead: etcd cannot have expired that lease, so something ended it early.
+// So does one that ended so after the raft term moved past its grant's,
+// its deadline passed or not: a resumed raft leader's sweep may have ended
+// it, with the leader's lease, whose child may then still run (a waiter
+// whose renewals went unanswered during the raft leader's pause has let
+// its own deadline pass; docs/design.md, "An early end after a raft leader
+// change").
 func (t *Term) endedEarly(err error) {
 	if t.revoked.Load() {
 		return // its own revoke, which deletes its keys
@@ -78,7 +84,7 @@ func (t *Term) endedEarly(err error) {
 	if !errors.Is(err, ErrKeyDeleted) && !errors.Is(err, ErrKeyReplaced) && !errors.Is(err, ErrLeaseLost) {
 		return
 	}
-	if now := t.c.cfg.Now(); t.Deadline() > now {
+	if now := t.c.cfg.Now(); t.Deadline() > now || t.c.knownTerm() > t.rec.grant.term {
 		raise(&t.c.sitOutUntil, int64(now+t.TTL))
 	}
 }
