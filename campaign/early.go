@@ -40,6 +40,11 @@ func (r *renewals) seeTerm(h *pb.ResponseHeader) {
 // knownTerm is the highest raft term any answer to this client named.
 func (c *Campaigner) knownTerm() uint64 { return uint64(c.renewals.raftTerm.Load()) }
 
+// raftMoved reports whether the raft term known now is past the one the
+// term's grant recorded: only then can a resumed raft leader have ended
+// its lease early.
+func (t *Term) raftMoved() bool { return t.c.knownTerm() > t.rec.grant.term }
+
 // learnTerm asks etcd for its raft term when no answer has named one yet,
 // so that the grant that follows has a term to record: a linearizable
 // read, which a member answers in its raft leader's term. An etcd that
@@ -78,7 +83,7 @@ func (c *Campaigner) learnTerm(ctx context.Context) error {
 // child's processes are all gone.
 func (t *Term) release() {
 	fresh := t.c.cfg.Now()-t.lastSent() <= 2*RenewInterval(t.TTL)
-	if t.Rev == 0 || fresh && t.c.knownTerm() <= t.rec.grant.term || errors.Is(context.Cause(t.ctx), ErrLeaseLost) {
+	if t.Rev == 0 || fresh && !t.raftMoved() || errors.Is(context.Cause(t.ctx), ErrLeaseLost) {
 		return
 	}
 	rec := t.rec

@@ -84,7 +84,7 @@ func (t *Term) endedEarly(err error) {
 	if !errors.Is(err, ErrKeyDeleted) && !errors.Is(err, ErrKeyReplaced) && !errors.Is(err, ErrLeaseLost) {
 		return
 	}
-	if now := t.c.cfg.Now(); t.Deadline() > now || t.c.knownTerm() > t.rec.grant.term {
+	if now := t.c.cfg.Now(); t.Deadline() > now || t.raftMoved() {
 		raise(&t.c.sitOutUntil, int64(now+t.TTL))
 	}
 }
