@@ -470,7 +470,7 @@ func (t *Term) startRead(ctx context.Context) (view, error) {
 	}
 	var r read
 	err := retry(ctx, func() (err error) {
-		r, err = hedged(ctx, RenewInterval(t.TTL), func(ctx context.Context) (read, error) {
+		r, err = hedged(ctx, quietAfter(t.TTL), func(ctx context.Context) (read, error) {
 			var v view
 			var mine bool
 			var pause int64
@@ -575,7 +575,7 @@ func (t *Term) leaseGone(ctx context.Context, id clientv3.LeaseID) (bool, error)
 func (t *Term) leaseTTL(ctx context.Context, id clientv3.LeaseID) (int64, error) {
 	var ttl int64
 	err := retry(ctx, func() (err error) {
-		ttl, err = hedged(ctx, RenewInterval(t.TTL), func(ctx context.Context) (int64, error) {
+		ttl, err = hedged(ctx, quietAfter(t.TTL), func(ctx context.Context) (int64, error) {
 			var ttl int64
 			err := t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) error {
 				resp, err := t.c.cfg.Client.TimeToLive(rctx, id)
@@ -662,7 +662,7 @@ func (t *Term) leaseEnd(ctx context.Context, id clientv3.LeaseID) error {
 	}
 }
 
-// renewUntil renews with attempts bounded by the renewal interval r, one
+// renewUntil renews with attempts bounded by quietAfter, one
 // after another, until one is answered or within has passed: an attempt
 // sent to a frozen member, whose connection looks healthy, waits out its
 // bound, and the next one goes to another member (renewals, "A quiet
@@ -672,7 +672,7 @@ func (t *Term) leaseEnd(ctx context.Context, id clientv3.LeaseID) error {
 func (t *Term) renewUntil(ctx context.Context, within time.Duration) error {
 	end := time.Now().Add(within)
 	for {
-		err := t.renewOnce(ctx, RenewInterval(t.TTL))
+		err := t.renewOnce(ctx, quietAfter(t.TTL))
 		if err == nil || errors.Is(err, ErrLeaseLost) || Permanent(err) || ctx.Err() != nil || time.Now().After(end) {
 			return err
 		}

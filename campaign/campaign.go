@@ -24,6 +24,10 @@ type Config struct {
 	// fence point has passed, and Lead tells the keeper of a deadline
 	// before the fence point of the last one it told comes close.
 	KillTimeout, FenceMargin time.Duration
+	// RenewInterval is the leader's renewal cadence r (Timing.RenewInterval);
+	// 0 means DefaultRenewInterval(TTL). How soon a request counts as quiet
+	// does not follow it.
+	RenewInterval time.Duration
 	// RequestTimeout bounds each request that has no cadence of its own.
 	RequestTimeout time.Duration
 	// Now is a clock that keeps counting while the machine is suspended
@@ -100,6 +104,8 @@ func New(cfg Config) (*Campaigner, error) {
 		return nil, fmt.Errorf("campaign: ttl %s must be whole seconds, at least %s", cfg.TTL, MinTTL)
 	case cfg.Now == nil:
 		return nil, errors.New("campaign: no clock")
+	case cfg.RenewInterval < 0:
+		return nil, fmt.Errorf("campaign: renew interval %s must not be negative", cfg.RenewInterval)
 	case cfg.Holders < 0 || cfg.Holders > MaxHolders:
 		return nil, fmt.Errorf("campaign: holders %d must be between 1 and %d", cfg.Holders, MaxHolders)
 	}
@@ -132,6 +138,11 @@ const MaxHolders = 100
 
 // holders is Config.Holders, 1 when unset.
 func (c *Campaigner) holders() int { return max(1, c.cfg.Holders) }
+
+// renewEvery is the leader's renewal cadence r.
+func (c *Campaigner) renewEvery() time.Duration {
+	return Timing{TTL: c.cfg.TTL, RenewInterval: c.cfg.RenewInterval}.renew()
+}
 
 // Campaign runs one term up to leadership (docs/design.md, "One term"). It
 // blocks until a read taken after the last wake-up shows this term's own

@@ -47,6 +47,8 @@ type fixture struct {
 	log    hclog.Logger // of the campaigners made from now on, if set
 	// leaseWaitLog, if set, is the campaigners' Config.LeaseWaitLog.
 	leaseWaitLog time.Duration
+	// renew, if set, is the campaigners' Config.RenewInterval.
+	renew time.Duration
 	// renewed, if set before the campaigns it should hear start, hears
 	// every renewal attempt.
 	renewed func(time.Duration, error)
@@ -79,6 +81,7 @@ func (f *fixture) campaigner(noWait bool) *campaign.Campaigner {
 		Client: f.cli, Layout: f.l, ID: fmt.Sprintf("c%d", f.n), TTL: f.ttl, Logger: f.log,
 		KillTimeout: 750 * time.Millisecond, FenceMargin: 250 * time.Millisecond, RequestTimeout: 5 * time.Second, Now: bootclock.Now, NoWait: noWait, Observer: f,
 		LeaseWaitLog: f.leaseWaitLog, Holders: f.holders, RunID: f.runID, RunTTL: f.runTTL,
+		RenewInterval: f.renew,
 	})
 	if err != nil {
 		f.t.Fatal(err)
@@ -586,7 +589,7 @@ func TestCampaign(t *testing.T) {
 			}
 		}
 		a := f.lead()
-		r := campaign.RenewInterval(a.TTL)
+		r := campaign.DefaultRenewInterval(a.TTL)
 		p.Blackhole()
 		defer p.Pass() // before the cleanup's revoke
 		hctx, cancel := context.WithCancel(ctx)

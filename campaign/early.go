@@ -82,7 +82,7 @@ func (c *Campaigner) learnTerm(ctx context.Context) error {
 // a sentinel that is no longer the term's. Callers release only once the
 // child's processes are all gone.
 func (t *Term) release() {
-	fresh := t.c.cfg.Now()-t.lastSent() <= 2*RenewInterval(t.TTL)
+	fresh := t.c.cfg.Now()-t.lastSent() <= 2*t.c.renewEvery()
 	if t.Rev == 0 || fresh && !t.raftMoved() || errors.Is(context.Cause(t.ctx), ErrLeaseLost) {
 		return
 	}
@@ -90,7 +90,7 @@ func (t *Term) release() {
 	rec.released = true
 	ctx, cancel := context.WithTimeout(context.Background(), t.c.cfg.RequestTimeout/2)
 	defer cancel()
-	_, err := hedged(ctx, RenewInterval(t.TTL), func(ctx context.Context) (struct{}, error) {
+	_, err := hedged(ctx, quietAfter(t.TTL), func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) error {
 			_, err := t.c.cfg.Client.Txn(rctx).
 				If(clientv3.Compare(clientv3.CreateRevision(t.Sentinel), "=", t.Rev),

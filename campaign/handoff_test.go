@@ -168,7 +168,7 @@ func TestHandoffRequests(t *testing.T) {
 	// The new leader's last credited send, read before Lead can credit
 	// another: its deadline less the TTL, which etcd answers to every grant
 	// and renewal of the lease.
-	r := campaign.RenewInterval(bt.TTL)
+	r := campaign.DefaultRenewInterval(bt.TTL)
 	due := bt.Deadline() - bt.TTL + r
 	leading := bootclock.Now()
 	// As the runner does: the child starts, and the term is held.

@@ -12,9 +12,12 @@ import (
 // Lead keeps the leadership (docs/design.md, "One term, step by step", step
 // 8) until it is lost (ErrKeyDeleted, ErrKeyReplaced, ErrLeaseLost), a
 // resign is requested (ErrResigned), etcd refuses the guard's reads (a
-// permanent error) or ctx ends. It starts a renewal every r = min(T/10,
-// 1s), counted from the term's last credited send (firstRenewal), without
-// waiting for the one before: each attempt lives for as long
+// permanent error) or ctx ends. It starts a renewal every r (the renewal
+// interval, min(T/10, 1s) unless one is given), counted from the term's
+// last credited send (firstRenewal), without waiting for the one before,
+// and, when r is longer than quietAfter, again after quietAfter while the
+// attempt is unanswered, so that a leader that renews seldom still moves
+// off a stalled member at once (renewals, "A quiet stream"): each attempt lives for as long
 // as its answer can still help, until the fence point of the deadline (as
 // it moves) passes, so that a round trip longer than r still renews the
 // lease, and attempts overlap. Renewal errors alone never end
@@ -38,11 +41,11 @@ func (t *Term) Lead(ctx context.Context, onRenew func(deadline time.Duration)) e
 // gone (ErrLeaseLost). Each attempt runs under a generation of ctx that
 // ends when the fence point passes.
 func (t *Term) renewLoop(ctx context.Context, onRenew func(time.Duration)) error {
-	r := RenewInterval(t.TTL)
+	r, q := t.c.renewEvery(), quietAfter(t.TTL)
 	failing := false // a failure or a stall was logged, and no recovery since
 	// Attempts now wait for as long as they can help, so a stall would be
-	// logged only at the fence point: one with no answer for 3r is logged
-	// as it happens.
+	// logged only at the fence point: one with no answer for r + 2q (3r at
+	// the default interval) is logged as it happens.
 	answered := t.c.cfg.Now()
 	var told time.Duration // the last deadline handed to onRenew; 0: none yet
 	ctx, cancel := context.WithCancel(ctx)
@@ -109,10 +112,17 @@ func (t *Term) renewLoop(ctx context.Context, onRenew func(time.Duration)) error
 		defer func() { t1.Stop() }()
 		early = t1.C
 	}
+	// retry fires q after an attempt when r is longer than q: the attempt
+	// still unanswered then is sent again, which a quiet stream takes to
+	// another member. With r = q the next tick does that.
+	var retry <-chan time.Time
 	onTick := func() {
 		now = t.c.cfg.Now()
 		attempt(now)
-		if since := now - answered; !failing && since >= 3*r {
+		if r > q {
+			retry = time.After(q)
+		}
+		if since := now - answered; !failing && since >= r+2*q {
 			t.c.log.Warn("renewal unanswered", "for", since.Round(time.Millisecond))
 			failing = true
 		}
@@ -127,6 +137,11 @@ func (t *Term) renewLoop(ctx context.Context, onRenew func(time.Duration)) error
 			onTick()
 		case <-tick:
 			onTick()
+		case <-retry:
+			retry = nil
+			if succeeded < started {
+				onTick()
+			}
 		case res := <-results:
 			now = t.c.cfg.Now()
 			switch err := res.err; {
@@ -174,10 +189,11 @@ var errFencePassed = errors.New("no answer before the fence point")
 // point is less than 3r ahead (keeperNeeds' margin): etcd answers every
 // renewal with the lease's TTL T, so the fence point is lastSent + T -
 // (K+m); ResolveTiming's rule K + m + r <= 2T/3 puts it at least lastSent
-// + T/3 + r, and r <= T/10 puts that at least 3r past lastSent + r. (K and
-// m that break the rule, which Config does not check, may see a first
-// attempt wait up to lastSent + r with the fence point nearer: no longer
-// than every later attempt waits.) A new leader renews at once, then,
+// + T/3 + r, and the default r <= T/10 puts that at least 3r past
+// lastSent + r. (With a longer r given by hand, or K and m that break the
+// rule, which Config does not check, a first attempt may wait up to
+// lastSent + r with the fence point nearer: no longer than every later
+// attempt waits.) A new leader renews at once, then,
 // only when its last renewal as a waiter is more than r old: the request
 // this adds to such a handoff is what keeps the term's room for a round
 // trip from its start.

@@ -313,7 +313,7 @@ func TestFirstRenewal(t *testing.T) {
 	const now = 100 * time.Second
 	for _, c := range []struct {
 		name     string
-		ttl      time.Duration // the term's; r = RenewInterval(ttl)
+		ttl      time.Duration // the term's; r = DefaultRenewInterval(ttl)
 		k, m     time.Duration // as ResolveTiming fills them in
 		sent     time.Duration // the last credited send, before now
 		deadline time.Duration // what the answer gave: sent + the TTL etcd answered
@@ -337,7 +337,7 @@ func TestFirstRenewal(t *testing.T) {
 		term := &Term{c: &Campaigner{cfg: Config{KillTimeout: c.k, FenceMargin: c.m}}, TTL: c.ttl}
 		term.dl.Store(int64(c.deadline))
 		term.sentAt.Store(int64(c.sent))
-		r := RenewInterval(c.ttl)
+		r := DefaultRenewInterval(c.ttl)
 		got := term.firstRenewal(now, r)
 		if got != c.want {
 			t.Errorf("%s: first renewal %v after now, want %v", c.name, got-now, c.want-now)

@@ -106,7 +106,7 @@ func TestRenewals(t *testing.T) {
 		var n tally
 		f.renewed = n.hear
 		a := f.lead()
-		r := campaign.RenewInterval(a.TTL)
+		r := campaign.DefaultRenewInterval(a.TTL)
 		held := hold(a)
 		atLeast(t, &n.ok, 2, held, "renewals")
 		p.Blackhole()
@@ -366,4 +366,74 @@ func TestRenewalsWithAuth(t *testing.T) {
 	if got := keepAliveStreams(t, m) - streams; got != 1 {
 		t.Errorf("%d LeaseKeepAlive streams opened, want 1", got)
 	}
+}
+
+// A renewal interval given by hand (Config.RenewInterval, --renew-interval)
+// is the leader's cadence: it renews that seldom, and no more often.
+// Sending again to another member after a quiet stream does not follow it:
+// a leader that renews seldom moves off a frozen member as soon as one
+// with the default cadence, long before its fence point.
+func TestRenewIntervalGiven(t *testing.T) {
+	t.Parallel()
+
+	// At TTL 6s the default cadence is 600ms: 7 or 8 renewals in the
+	// window below, against at most 3 at 2s.
+	t.Run("cadence", func(t *testing.T) {
+		t.Parallel()
+		cluster := etcdtest.Start(t, etcdtest.Options{})
+		f := newFixture(t, etcdtest.NewClient(t, cluster.Endpoints()...))
+		f.ttl, f.renew = 6*time.Second, 2*time.Second
+		var n tally
+		f.renewed = n.hear
+		a := f.lead()
+		held := hold(a)
+		atLeast(t, &n.ok, 1, held, "renewals")
+		ok := n.ok.Load()
+		const window = 4500 * time.Millisecond
+		time.Sleep(window) // the measure of a cadence, not a wait for an event
+		got := n.ok.Load() - ok
+		if most := int64(window/f.renew) + 1; got > most {
+			t.Errorf("%d renewals in %s at a renewal interval of %s, want at most %d", got, window, f.renew, most)
+		}
+		if got < 1 {
+			t.Errorf("no renewal in %s at a renewal interval of %s", window, f.renew)
+		}
+		if n.failed.Load() != 0 {
+			t.Errorf("%d renewals failed", n.failed.Load())
+		}
+	})
+
+	// The member the leader's renewal stream is on freezes just after a
+	// renewal. The next attempt, r later, goes to that stream, which has
+	// nothing unanswered yet; the one after it comes only 2r after the
+	// last credited send, past the fence point (T - K - m = 9s, 2r = 10s).
+	// Sent again once unanswered for quietAfter (1s), to another member,
+	// it renews about r + 1s after the freeze.
+	t.Run("frozen-member", func(t *testing.T) {
+		t.Parallel()
+		cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
+		f := newFixture(t, etcdtest.NewClient(t, cluster.Endpoints()...))
+		f.ttl, f.renew = 10*time.Second, 5*time.Second
+		var n tally
+		f.renewed = n.hear
+		a := f.lead()
+		held := hold(a)
+		atLeast(t, &n.ok, 1, held, "renewals")
+		stream := -1
+		for i, m := range cluster.Members() {
+			if m.OpenStreams(t, "LeaseKeepAlive") > 0 {
+				stream = i
+			}
+		}
+		if stream < 0 {
+			t.Fatal("no member holds the leader's renewal stream")
+		}
+		ok := n.ok.Load()
+		fencePoint := a.Deadline() - (750+250)*time.Millisecond // the fixture's K + m
+		freezeFollower(t, cluster, stream)
+		atLeast(t, &n.ok, ok+1, held, "renewals after the freeze")
+		if now := bootclock.Now(); now >= fencePoint {
+			t.Errorf("the first renewal after the freeze came %s past the fence point", now-fencePoint)
+		}
+	})
 }

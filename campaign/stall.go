@@ -153,23 +153,23 @@ func (s *termStream) waiting() func() {
 
 // progressEvery is how often the stream is asked for progress.
 //
-// While a wait watches, T/2 - 5r/2 (T/4 up to a TTL of 10 s): a stall
-// that begins just before the term ahead ends is noticed within T/2 -
-// 3r/2 of it, and the watches re-opened at once, which leaves 3r/2 of
+// While a wait watches, T/2 - 5q/2 with q = quietAfter (T/4 up to a TTL of
+// 10 s): a stall that begins just before the term ahead ends is noticed
+// within T/2 - 3q/2 of it, and the watches re-opened at once, which leaves 3q/2 of
 // T/2 for the wake-up's reads and the child's start: a handoff during a
 // stall still completes within T/2 of the old child's end. A wait asks
 // whether or not the revision moved: its own renewals, which would tell,
 // come only every T/3. With the guard alone, guardEvery: see there.
 func (s *termStream) progressEvery() time.Duration {
 	if s.waits.Load() > 0 {
-		return s.ttl/2 - 5*RenewInterval(s.ttl)/2
+		return s.ttl/2 - 5*quietAfter(s.ttl)/2
 	}
 	return guardEvery(s.ttl)
 }
 
 // stallBound is how long a stream may leave a progress request (or a new
-// stream its first watch) unanswered before it counts as stalled: the
-// renewal interval r, the same judgement a renewal stream is held to
+// stream its first watch) unanswered before it counts as stalled:
+// quietAfter, the same judgement a renewal stream is held to
 // (renewals, "A quiet stream"). An answer needs no raft round, only the
 // member itself. A healthy stream judged stalled costs one new stream and
 // the replays of its watches, nothing more. It is where the bound starts:
@@ -177,7 +177,7 @@ func (s *termStream) progressEvery() time.Duration {
 // and sets it to twice the time the last answer took, so that a slow link,
 // whose answers come late but come, settles on a stream instead of
 // replacing one after another.
-func stallBound(ttl time.Duration) time.Duration { return RenewInterval(ttl) }
+func stallBound(ttl time.Duration) time.Duration { return quietAfter(ttl) }
 
 // nextBound is the bound after a stream answered (took, its answer's
 // time) or not (took < 0): see stallBound. It never exceeds T/2, the time

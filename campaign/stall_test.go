@@ -198,7 +198,7 @@ func TestLeaderGuardNoticesDeleteOnFrozenStream(t *testing.T) {
 	if _, err := cli.Delete(t.Context(), a.Key); err != nil {
 		t.Fatal(err)
 	}
-	r := campaign.RenewInterval(campaign.MinTTL)
+	r := campaign.DefaultRenewInterval(campaign.MinTTL)
 	bound := campaign.GuardEvery(campaign.MinTTL) + 3*r
 	err := awaitErr(t, held)
 	fromWatch(t, err, campaign.ErrKeyDeleted)

@@ -148,7 +148,7 @@ func raise(a *atomic.Int64, v int64) {
 
 // renewOnce renews the lease with one attempt bounded by bound, over the
 // client's renewal streams (see renewals); a stream counts as quiet after
-// the renewal interval.
+// quietAfter.
 //
 // Why the deadline, send time + granted TTL on the boot clock, is never
 // later than etcd's expiry (docs/design.md, "One term, step by step", step
@@ -166,7 +166,7 @@ func (t *Term) renewOnce(ctx context.Context, bound time.Duration) error {
 		start = t.c.cfg.Now()
 	}
 	done := t.c.answers.begin()
-	sent, ttl, err := t.c.renewals.renew(ctx, t.Lease, bound, RenewInterval(t.TTL), t.c.cfg.Now)
+	sent, ttl, err := t.c.renewals.renew(ctx, t.Lease, bound, quietAfter(t.TTL), t.c.cfg.Now)
 	if err == nil && ttl <= 0 {
 		err = rpctypes.ErrLeaseNotFound
 	}
@@ -189,7 +189,7 @@ func (t *Term) renewOnce(ctx context.Context, bound time.Duration) error {
 }
 
 // renewWhileWaiting keeps a waiting candidate's lease alive every T/3, and
-// after a failed attempt again at the next renewal interval, by when a
+// after a failed attempt again after quietAfter, by when a
 // quiet stream has been replaced (see renewals). A lease that is gone ends
 // the term: its keys went with it.
 func (t *Term) renewWhileWaiting(ctx context.Context) {
@@ -210,7 +210,7 @@ func (t *Term) renewWhileWaiting(ctx context.Context) {
 			}
 			if ctx.Err() == nil {
 				t.c.log.Warn("renewal failed", "error", err)
-				next = RenewInterval(t.TTL)
+				next = quietAfter(t.TTL)
 			}
 		}
 	}
@@ -280,7 +280,7 @@ func (t *Term) revoke(ctx context.Context) error {
 			}
 		}()
 	}
-	again := time.NewTicker(RenewInterval(t.TTL))
+	again := time.NewTicker(quietAfter(t.TTL))
 	defer again.Stop()
 	send()
 	var last error

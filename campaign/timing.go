@@ -15,6 +15,9 @@ const (
 	DefaultKillTimeout = 5 * time.Second
 	minFenceMargin     = 250 * time.Millisecond
 	maxRenewInterval   = time.Second
+	// MinRenewInterval keeps a renewal interval given by hand from turning
+	// the renewals into a stream of requests.
+	MinRenewInterval = 100 * time.Millisecond
 )
 
 // Timing holds the durations that decide the fence (docs/design.md, "The
@@ -23,12 +26,34 @@ type Timing struct {
 	TTL         time.Duration // T, as asked; etcd may grant more
 	KillTimeout time.Duration // K
 	FenceMargin time.Duration // m
+	// RenewInterval is the leader's renewal cadence r; 0 means
+	// DefaultRenewInterval(T). A longer one costs etcd fewer requests and
+	// the leader that much outage tolerance, T - K - m - r: the deadline
+	// counts from the last credited send.
+	RenewInterval time.Duration
 }
 
-// RenewInterval is the leader's renewal cadence r = min(T/10, 1s), and how
-// long a renewal stream may leave a send unanswered before it counts as
-// quiet.
-func RenewInterval(ttl time.Duration) time.Duration { return min(ttl/10, maxRenewInterval) }
+// DefaultRenewInterval is the leader's renewal cadence unless one is
+// given, r = min(T/10, 1s), and, whatever cadence is given, how long a
+// renewal stream may leave a send unanswered before it counts as quiet
+// (quietAfter): the stall detector's bound does not follow the cadence.
+func DefaultRenewInterval(ttl time.Duration) time.Duration { return min(ttl/10, maxRenewInterval) }
+
+// quietAfter is how long a request with a cadence of its own (a renewal,
+// a hedged read, a progress request) may go unanswered before it is sent
+// again, to another member if its own went quiet (renewals, "A quiet
+// stream"). It is DefaultRenewInterval whatever renewal interval is given,
+// so that a leader that renews less often still notices a stalled member
+// as soon.
+func quietAfter(ttl time.Duration) time.Duration { return DefaultRenewInterval(ttl) }
+
+// renew is r: the given renewal interval, or the default.
+func (t Timing) renew() time.Duration {
+	if t.RenewInterval > 0 {
+		return t.RenewInterval
+	}
+	return DefaultRenewInterval(t.TTL)
+}
 
 // DefaultFenceMargin is m = max(250ms, T/20): the keeper's tick, scheduling
 // delays and the kill itself must fit in it.
@@ -38,9 +63,10 @@ func DefaultFenceMargin(ttl time.Duration) time.Duration { return max(minFenceMa
 type TimingField int
 
 const (
-	FieldTTL         TimingField = iota + 1 // Timing.TTL
-	FieldKillTimeout                        // Timing.KillTimeout
-	FieldFenceMargin                        // Timing.FenceMargin
+	FieldTTL           TimingField = iota + 1 // Timing.TTL
+	FieldKillTimeout                          // Timing.KillTimeout
+	FieldFenceMargin                          // Timing.FenceMargin
+	FieldRenewInterval                        // Timing.RenewInterval
 )
 
 // String names the field in the library's words, as TimingError.Error does.
@@ -52,6 +78,8 @@ func (f TimingField) String() string {
 		return "kill timeout"
 	case FieldFenceMargin:
 		return "fence margin"
+	case FieldRenewInterval:
+		return "renewal interval"
 	}
 	return fmt.Sprintf("TimingField(%d)", int(f))
 }
@@ -60,12 +88,14 @@ func (f TimingField) String() string {
 type TimingRule int
 
 const (
-	// RuleRange: the TTL is outside MinTTL to MaxTTL.
+	// RuleRange: the TTL is outside MinTTL to MaxTTL, or the renewal
+	// interval is below MinRenewInterval.
 	RuleRange TimingRule = iota + 1
 	// RuleWholeSeconds: the TTL is not a whole number of seconds, and etcd
 	// leases count whole seconds.
 	RuleWholeSeconds
-	// RulePositive: the kill timeout or the fence margin is not positive.
+	// RulePositive: the kill timeout, the fence margin or a given renewal
+	// interval is not positive.
 	RulePositive
 	// RuleFit: K + m + r exceeds 2T/3.
 	RuleFit
@@ -76,18 +106,21 @@ const (
 // flags with Format, since the library does not know them.
 type TimingError struct {
 	Rule TimingRule
-	// Field is the duration refused: the TTL for RuleRange and
-	// RuleWholeSeconds, the kill timeout or the fence margin for
-	// RulePositive, and for RuleFit the one Suggested changes: the TTL
-	// when a longer one fits, else the kill timeout or the fence margin.
+	// Field is the duration refused: the TTL or the renewal interval for
+	// RuleRange, the TTL for RuleWholeSeconds, the kill timeout, the fence
+	// margin or the renewal interval for RulePositive, and for RuleFit the
+	// one Suggested changes: a given renewal interval when a shorter one
+	// fits, else the TTL when a longer one fits, else the kill timeout or
+	// the fence margin.
 	Field TimingField
 	// Timing holds the durations as ResolveTiming had filled them in when
 	// the rule failed (defaults included).
 	Timing Timing
 	// Suggested is a value for Field that passes the rule, or 0 if the
 	// error suggests none: the TTL rounded to whole seconds (RuleWholeSeconds),
-	// the smallest whole-second TTL that fits K and m (RuleFit), or when
-	// none does the longest K (else m) that fits the TTL.
+	// for RuleFit the longest renewal interval that fits when one was
+	// given, else the smallest whole-second TTL that fits K, m and r, or
+	// when none does the longest K (else m) that fits the TTL.
 	Suggested time.Duration
 }
 
@@ -99,6 +132,9 @@ func (e *TimingError) Format(name func(TimingField) string) string {
 	t := e.Timing
 	switch e.Rule {
 	case RuleRange:
+		if e.Field == FieldRenewInterval {
+			return fmt.Sprintf("%s %s is too short (each renewal is a request to etcd): use %s or longer", name(e.Field), t.RenewInterval, MinRenewInterval)
+		}
 		return fmt.Sprintf("%s %s is out of range: use a TTL from %s to %s", name(FieldTTL), t.TTL, MinTTL, MaxTTL)
 	case RuleWholeSeconds:
 		return fmt.Sprintf("%s %s is not a whole number of seconds (etcd leases count whole seconds): use e.g. %s %s",
@@ -106,10 +142,12 @@ func (e *TimingError) Format(name func(TimingField) string) string {
 	case RulePositive:
 		return fmt.Sprintf("%s %s must be positive", name(e.Field), t.value(e.Field))
 	case RuleFit:
-		over := fmt.Sprintf("%s %s + %s %s + renewal interval %s exceeds 2/3 of %s %s",
-			name(FieldKillTimeout), t.KillTimeout, name(FieldFenceMargin), t.FenceMargin, RenewInterval(t.TTL),
+		over := fmt.Sprintf("%s %s + %s %s + %s %s exceeds 2/3 of %s %s",
+			name(FieldKillTimeout), t.KillTimeout, name(FieldFenceMargin), t.FenceMargin, name(FieldRenewInterval), t.renew(),
 			name(FieldTTL), t.TTL)
 		switch {
+		case e.Field == FieldRenewInterval && e.Suggested > 0:
+			return fmt.Sprintf("%s: use %s %s or shorter", over, name(FieldRenewInterval), e.Suggested)
 		case e.Field == FieldTTL && e.Suggested > 0:
 			return fmt.Sprintf("%s: use %s %s or shorter timeouts", over, name(FieldTTL), e.Suggested)
 		case e.Suggested > 0:
@@ -126,21 +164,42 @@ func (t Timing) value(f TimingField) time.Duration {
 		return t.KillTimeout
 	case FieldFenceMargin:
 		return t.FenceMargin
+	case FieldRenewInterval:
+		return t.RenewInterval
 	}
 	return t.TTL
 }
 
 // ResolveTiming fills in defaults and checks the rule
 // K + m + r <= 2T/3, which leaves a third of the TTL as the outage a leader
-// rides out before its child is stopped. killSet and marginSet say whether the
-// user gave K and m; an unset K is shortened to T/4 when 5 s does not fit.
-// A refusal is a *TimingError.
-func ResolveTiming(t Timing, killSet, marginSet bool) (Timing, error) {
+// rides out before its child is stopped, whatever renewal interval is
+// given. set names the durations the user gave (the TTL always counts as
+// given, and so does a renewal interval other than 0); an unset K is
+// shortened to T/4 when 5 s does not fit, and an unset r is
+// DefaultRenewInterval(T). A refusal is a *TimingError.
+func ResolveTiming(t Timing, set ...TimingField) (Timing, error) {
+	killSet, marginSet, renewSet := false, false, t.RenewInterval != 0
+	for _, f := range set {
+		switch f {
+		case FieldKillTimeout:
+			killSet = true
+		case FieldFenceMargin:
+			marginSet = true
+		case FieldRenewInterval:
+			renewSet = true
+		}
+	}
 	if t.TTL < MinTTL || t.TTL > MaxTTL {
 		return t, &TimingError{Rule: RuleRange, Field: FieldTTL, Timing: t}
 	}
 	if t.TTL%time.Second != 0 {
 		return t, &TimingError{Rule: RuleWholeSeconds, Field: FieldTTL, Timing: t, Suggested: t.TTL.Round(time.Second)}
+	}
+	if renewSet && t.RenewInterval <= 0 {
+		return t, &TimingError{Rule: RulePositive, Field: FieldRenewInterval, Timing: t}
+	}
+	if renewSet && t.RenewInterval < MinRenewInterval {
+		return t, &TimingError{Rule: RuleRange, Field: FieldRenewInterval, Timing: t, Suggested: MinRenewInterval}
 	}
 	t = t.withDefaults(killSet, marginSet)
 	if t.KillTimeout <= 0 {
@@ -150,17 +209,23 @@ func ResolveTiming(t Timing, killSet, marginSet bool) (Timing, error) {
 		return t, &TimingError{Rule: RulePositive, Field: FieldFenceMargin, Timing: t}
 	}
 	if !t.fits() {
+		if r := readable(2*t.TTL/3 - t.KillTimeout - t.FenceMargin); renewSet && r >= MinRenewInterval {
+			return t, &TimingError{Rule: RuleFit, Field: FieldRenewInterval, Timing: t, Suggested: r}
+		}
 		if ttl := t.fittingTTL(killSet, marginSet); ttl > 0 {
 			return t, &TimingError{Rule: RuleFit, Field: FieldTTL, Timing: t, Suggested: ttl}
 		}
 		f, d := t.shorter()
 		return t, &TimingError{Rule: RuleFit, Field: f, Timing: t, Suggested: d}
 	}
+	if !renewSet {
+		t.RenewInterval = t.renew()
+	}
 	return t, nil
 }
 
 func (t Timing) fits() bool {
-	return 3*(t.KillTimeout+t.FenceMargin+RenewInterval(t.TTL)) <= 2*t.TTL
+	return 3*(t.KillTimeout+t.FenceMargin+t.renew()) <= 2*t.TTL
 }
 
 // withDefaults fills in what the user did not set: m from the TTL, and K
@@ -178,11 +243,11 @@ func (t Timing) withDefaults(killSet, marginSet bool) Timing {
 	return t
 }
 
-// fittingTTL is the smallest whole-second TTL for which the K and m the
+// fittingTTL is the smallest whole-second TTL for which the K, m and r the
 // user set fit, with defaults for the others as at that TTL; 0 if none.
 func (t Timing) fittingTTL(killSet, marginSet bool) time.Duration {
 	for ttl := MinTTL; ttl <= MaxTTL; ttl += time.Second {
-		c := Timing{TTL: ttl, KillTimeout: t.KillTimeout, FenceMargin: t.FenceMargin}.withDefaults(killSet, marginSet)
+		c := Timing{TTL: ttl, KillTimeout: t.KillTimeout, FenceMargin: t.FenceMargin, RenewInterval: t.RenewInterval}.withDefaults(killSet, marginSet)
 		if c.fits() {
 			return ttl
 		}
@@ -194,7 +259,7 @@ func (t Timing) fittingTTL(killSet, marginSet bool) time.Duration {
 // TTL and fence margin, else the longest fence margin that fits with this
 // kill timeout; rounded down to a readable value. 0 if neither alone does.
 func (t Timing) shorter() (TimingField, time.Duration) {
-	room := 2*t.TTL - 3*RenewInterval(t.TTL) // 3(K+m) must not exceed it
+	room := 2*t.TTL - 3*t.renew() // 3(K+m) must not exceed it
 	if k := readable((room - 3*t.FenceMargin) / 3); k > 0 {
 		return FieldKillTimeout, k
 	}
@@ -215,5 +280,5 @@ func readable(d time.Duration) time.Duration {
 // OutageTolerance is how long etcd may be unreachable before the fence stops
 // the child: T - K - m - r.
 func (t Timing) OutageTolerance() time.Duration {
-	return t.TTL - t.KillTimeout - t.FenceMargin - RenewInterval(t.TTL)
+	return t.TTL - t.KillTimeout - t.FenceMargin - t.renew()
 }

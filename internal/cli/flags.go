@@ -28,6 +28,7 @@ const (
 	flagKillSignal   = "kill-signal"
 	flagKillTimeout  = "kill-timeout"
 	flagFenceMargin  = "fence-margin"
+	flagRenew        = "renew-interval"
 	flagWait         = "wait"
 	flagConflictCode = "conflict-exit-code"
 	flagOnce         = "once"
@@ -76,6 +77,7 @@ const (
 	envKillSignal   = "ETCDLEAD_KILL_SIGNAL"
 	envKillTimeout  = "ETCDLEAD_KILL_TIMEOUT"
 	envFenceMargin  = "ETCDLEAD_FENCE_MARGIN"
+	envRenew        = "ETCDLEAD_RENEW_INTERVAL"
 	envWait         = "ETCDLEAD_WAIT"
 	envConflictCode = "ETCDLEAD_CONFLICT_EXIT_CODE"
 	envOnce         = "ETCDLEAD_ONCE"
@@ -114,13 +116,14 @@ const (
 // fieldFlags name, for each field package campaign checks, the flag that
 // sets it.
 var fieldFlags = map[any]string{
-	campaign.FieldTTL:         "--" + flagTTL,
-	campaign.FieldKillTimeout: "--" + flagKillTimeout,
-	campaign.FieldFenceMargin: "--" + flagFenceMargin,
-	campaign.FieldPrefix:      "--" + flagPrefix,
-	campaign.FieldElection:    "--" + flagElection,
-	campaign.FieldID:          "--" + flagID,
-	campaign.FieldRunID:       "--" + flagRunID,
+	campaign.FieldTTL:           "--" + flagTTL,
+	campaign.FieldKillTimeout:   "--" + flagKillTimeout,
+	campaign.FieldFenceMargin:   "--" + flagFenceMargin,
+	campaign.FieldRenewInterval: "--" + flagRenew,
+	campaign.FieldPrefix:        "--" + flagPrefix,
+	campaign.FieldElection:      "--" + flagElection,
+	campaign.FieldID:            "--" + flagID,
+	campaign.FieldRunID:         "--" + flagRunID,
 }
 
 // inFlags words campaign's refusal of a value in the flag that set it, so

@@ -43,19 +43,19 @@ func parseRunArgs(args []string) (runConfig, error) {
 }
 
 // FuzzRunFlags feeds arbitrary values to the flags whose validation guards
-// the promise (the TTL, the kill timeout and fence margin that must fit in
-// it, --wait, --dial-timeout) and to the endpoints, the election name, the
+// the promise (the TTL, the kill timeout, fence margin and renewal interval
+// that must fit in it, --wait, --dial-timeout) and to the endpoints, the election name, the
 // prefix and the id, which end up in etcd keys and values. An empty value
 // leaves the flag out. Whatever the input: no panic; a refusal is one line;
 // an acceptance satisfies every rule of docs/design.md. The seed corpus is
 // in testdata/fuzz/FuzzRunFlags.
 func FuzzRunFlags(f *testing.F) {
-	f.Fuzz(func(t *testing.T, ttl, kill, margin, wait, dial, endpoints, election, prefix, id string) {
+	f.Fuzz(func(t *testing.T, ttl, kill, margin, wait, dial, endpoints, election, prefix, id, renew string) {
 		var args []string
 		for _, fl := range []struct{ name, val string }{
 			{flagTTL, ttl}, {flagKillTimeout, kill}, {flagFenceMargin, margin}, {flagWait, wait},
 			{flagDialTimeout, dial}, {flagEndpoints, endpoints}, {flagElection, election},
-			{flagPrefix, prefix}, {flagID, id},
+			{flagPrefix, prefix}, {flagID, id}, {flagRenew, renew},
 		} {
 			if fl.val != "" {
 				args = append(args, "--"+fl.name+"="+fl.val)
@@ -103,8 +103,10 @@ func checkLayout(t *testing.T, args []string, l campaign.Layout) {
 func checkAccepted(t *testing.T, args []string, rc runConfig) {
 	t.Helper()
 	tm := rc.timing
-	r := campaign.RenewInterval(tm.TTL)
+	r := tm.RenewInterval
 	switch {
+	case r < campaign.MinRenewInterval:
+		t.Fatalf("%q: accepted renewal interval %s", args, r)
 	case tm.TTL < campaign.MinTTL || tm.TTL > campaign.MaxTTL || tm.TTL%time.Second != 0:
 		t.Fatalf("%q: accepted TTL %s", args, tm.TTL)
 	case tm.KillTimeout <= 0 || tm.FenceMargin <= 0:

@@ -87,6 +87,7 @@ func runAction(c *cli.Context, raw []string) (err error) {
 		TTL:            rc.timing.TTL,
 		KillTimeout:    rc.timing.KillTimeout,
 		FenceMargin:    rc.timing.FenceMargin,
+		RenewInterval:  rc.timing.RenewInterval,
 		RequestTimeout: rc.conn.DialTimeout,
 		Now:            bootclock.Now,
 		Logger:         log.Named("campaign"),
@@ -102,7 +103,7 @@ func runAction(c *cli.Context, raw []string) (err error) {
 	}
 	started := []any{"election", rc.election, "id", rc.id, "ttl", rc.timing.TTL,
 		"kill_timeout", rc.timing.KillTimeout, "fence_margin", rc.timing.FenceMargin,
-		"outage_tolerance", rc.timing.OutageTolerance()}
+		"renew_interval", rc.timing.RenewInterval, "outage_tolerance", rc.timing.OutageTolerance()}
 	if rc.holders > 1 {
 		started = append(started, "holders", rc.holders)
 	}
@@ -201,6 +202,9 @@ func runFlags() []cli.Flag {
 		durationFlag(cli.GenericFlag{Name: flagFenceMargin, EnvVars: []string{envFenceMargin}, Category: catTiming,
 			DefaultText: "max(250ms, TTL/20)",
 			Usage:       "how long before the lease could expire the command must be dead"}, 0),
+		durationFlag(cli.GenericFlag{Name: flagRenew, EnvVars: []string{envRenew}, Category: catTiming,
+			DefaultText: "min(TTL/10, 1s)",
+			Usage:       "how often the leader renews its lease; longer costs etcd fewer requests but shortens the etcd outage a leader rides out (TTL - kill timeout - fence margin - this)"}, 0),
 		durationFlag(cli.GenericFlag{Name: flagWait, EnvVars: []string{envWait}, Category: catWhen, DefaultText: "for ever",
 			Usage: "give up if not leading after this long; 0 gives up at once, like --no-wait"}, 0),
 		&cli.BoolFlag{Name: flagNoWait, EnvVars: []string{envNoWait}, Category: catWhen,

@@ -136,19 +136,29 @@ func parseRunConfig(c *cli.Context, raw []string) (runConfig, error) {
 
 func parseTiming(c *cli.Context, rc *runConfig) error {
 	var t campaign.Timing
-	var killSet, marginSet bool
+	var set []campaign.TimingField
+	for _, d := range []struct {
+		flag  string
+		field campaign.TimingField
+		to    *time.Duration
+	}{
+		{flagTTL, campaign.FieldTTL, &t.TTL},
+		{flagKillTimeout, campaign.FieldKillTimeout, &t.KillTimeout},
+		{flagFenceMargin, campaign.FieldFenceMargin, &t.FenceMargin},
+		{flagRenew, campaign.FieldRenewInterval, &t.RenewInterval},
+	} {
+		v, given, err := optDuration(c, d.flag)
+		if err != nil {
+			return err
+		}
+		*d.to = v
+		if given {
+			set = append(set, d.field)
+		}
+	}
+	rc.killSet = slices.Contains(set, campaign.FieldKillTimeout)
 	var err error
-	if t.TTL, _, err = optDuration(c, flagTTL); err != nil {
-		return err
-	}
-	if t.KillTimeout, killSet, err = optDuration(c, flagKillTimeout); err != nil {
-		return err
-	}
-	if t.FenceMargin, marginSet, err = optDuration(c, flagFenceMargin); err != nil {
-		return err
-	}
-	rc.killSet = killSet
-	rc.timing, err = campaign.ResolveTiming(t, killSet, marginSet)
+	rc.timing, err = campaign.ResolveTiming(t, set...)
 	return inFlags(err)
 }
 
