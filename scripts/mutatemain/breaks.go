@@ -347,4 +347,18 @@ var breaks = []breakage{
 		new: "\t\t\t_ = t.watches\n",
 		pkg: "./campaign", tests: "^TestGuardStreamEndsWithTerm$",
 	},
+	{
+		name: "renew interval: the given cadence", file: "campaign/campaign.go",
+		why: "--renew-interval is accepted and shown, but the leader renews at the default cadence: none of the requests it should save are saved",
+		old: "\treturn Timing{TTL: c.cfg.TTL, RenewInterval: c.cfg.RenewInterval}.renew()\n",
+		new: "\treturn Timing{TTL: c.cfg.TTL}.renew()\n",
+		pkg: "./campaign", tests: "^TestRenewIntervalGiven$",
+	},
+	{
+		name: "renew interval: sent again once quiet", file: "campaign/lead.go",
+		why: "a leader with a long --renew-interval sends its next attempt only a tick later, so a renewal stream on a frozen member costs it its term",
+		old: "\t\tif r > q {\n\t\t\tretry = time.After(q)\n",
+		new: "\t\tif false {\n\t\t\tretry = time.After(q)\n",
+		pkg: "./campaign", tests: "^TestRenewIntervalGiven$",
+	},
 }
