@@ -104,8 +104,8 @@ func New(cfg Config) (*Campaigner, error) {
 		return nil, fmt.Errorf("campaign: ttl %s must be whole seconds, at least %s", cfg.TTL, MinTTL)
 	case cfg.Now == nil:
 		return nil, errors.New("campaign: no clock")
-	case cfg.RenewInterval < 0:
-		return nil, fmt.Errorf("campaign: renew interval %s must not be negative", cfg.RenewInterval)
+	case cfg.RenewInterval != 0 && cfg.RenewInterval < MinRenewInterval:
+		return nil, fmt.Errorf("campaign: renew interval %s must be 0 (the default) or at least %s", cfg.RenewInterval, MinRenewInterval)
 	case cfg.Holders < 0 || cfg.Holders > MaxHolders:
 		return nil, fmt.Errorf("campaign: holders %d must be between 1 and %d", cfg.Holders, MaxHolders)
 	}

@@ -1,10 +1,15 @@
 package campaign
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlead/etcdlead/internal/bootclock"
 )
 
 func TestResolveTimingDefaults(t *testing.T) {
@@ -215,5 +220,26 @@ func TestResolveTimingBoundary(t *testing.T) {
 	}
 	if _, err := ResolveTiming(Timing{TTL: ttl, KillTimeout: k + 1, FenceMargin: m}, FieldKillTimeout, FieldFenceMargin); err == nil {
 		t.Errorf("K %s + m %s + r %s is a nanosecond over 2T/3: accepted, want refused", k+1, m, DefaultRenewInterval(ttl))
+	}
+}
+
+// New takes a renewal interval of 0 (the default) or one of at least
+// MinRenewInterval, as ResolveTiming does: a library caller cannot set the
+// leader renewing in a stream of requests either.
+func TestNewRenewInterval(t *testing.T) {
+	cli := clientv3.NewCtxClient(context.Background())
+	defer cli.Close()
+	l, err := NewLayout("test/", "renew")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		r  time.Duration
+		ok bool
+	}{{0, true}, {MinRenewInterval, true}, {4 * time.Second, true}, {MinRenewInterval - 1, false}, {-time.Second, false}} {
+		_, err := New(Config{Client: cli, Layout: l, ID: "c", TTL: 15 * time.Second, Now: bootclock.Now, RenewInterval: c.r})
+		if (err == nil) != c.ok {
+			t.Errorf("New with RenewInterval %s: %v, want accepted %v", c.r, err, c.ok)
+		}
 	}
 }
