@@ -48,6 +48,9 @@ var (
 // chaosTTL is the candidates' --ttl; with it, K = 0.5s and m = 0.25s.
 const chaosTTL = 2 * time.Second
 
+// chaosLongRenew is candidate c2's --renew-interval: K + m + r = 2T/3 - 83ms.
+const chaosLongRenew = 500 * time.Millisecond
+
 type chaosCand struct {
 	name    string
 	churn   bool                // its next child forks without pause (fault "fork-churning child")
@@ -290,6 +293,12 @@ func (c *chaos) start(cc *chaosCand) {
 		if *chaosContainment != "process-group" {
 			probe = append(probe, "-churn-escape")
 		}
+	}
+	if cc.name == "c2" {
+		// The longest renewal interval that fits chaosTTL beside the
+		// default K and m: the least outage tolerance a leader can be
+		// given, under every fault the others meet.
+		flags = append(flags, "--renew-interval="+chaosLongRenew.String())
 	}
 	if *chaosHolders > 1 {
 		flags = append(flags, fmt.Sprintf("--holders=%d", *chaosHolders))

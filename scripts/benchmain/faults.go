@@ -56,16 +56,13 @@ func (p *leaderProbe) close() {
 
 // timingFor is etcdlead's default timing at ttl.
 func timingFor(ttl time.Duration) (campaign.Timing, error) {
-	return campaign.ResolveTiming(campaign.Timing{TTL: ttl}, false, false)
+	return campaign.ResolveTiming(campaign.Timing{TTL: ttl})
 }
 
 // leadCampaign starts an etcdlead leader and, with waiter, a candidate
 // behind it, on election name of c, and returns once the leader leads.
-func (b *bench) leadCampaign(ctx context.Context, c *cluster, name string, ttl time.Duration, waiter bool) (*leaderProbe, error) {
-	tm, err := timingFor(ttl)
-	if err != nil {
-		return nil, err
-	}
+func (b *bench) leadCampaign(ctx context.Context, c *cluster, name string, tm campaign.Timing, waiter bool) (*leaderProbe, error) {
+	ttl := tm.TTL
 	p := &leaderProbe{}
 	newCampaigner := func(id string) (*campaign.Campaigner, error) {
 		cli, err := c.client()
@@ -79,8 +76,8 @@ func (b *bench) leadCampaign(ctx context.Context, c *cluster, name string, ttl t
 		}
 		return campaign.New(campaign.Config{
 			Client: cli, Layout: layout, ID: id, TTL: ttl,
-			KillTimeout: tm.KillTimeout, FenceMargin: tm.FenceMargin, RequestTimeout: 30 * time.Second,
-			Now: bootclock.Now,
+			KillTimeout: tm.KillTimeout, FenceMargin: tm.FenceMargin, RenewInterval: tm.RenewInterval,
+			RequestTimeout: 30 * time.Second, Now: bootclock.Now,
 		})
 	}
 	lc, err := newCampaigner("leader")
@@ -276,6 +273,10 @@ func (b *bench) memberFailovers(ctx context.Context, rounds int) ([]*failoverRow
 		return nil, err
 	}
 	defer c.stop()
+	tm, err := timingFor(ttl)
+	if err != nil {
+		return nil, err
+	}
 	faults := []fault{
 		freezeFault("the raft leader member frozen (SIGSTOP)", raftLeaderOnly),
 		freezeFault("a follower member frozen (SIGSTOP)", followerOnly),
@@ -287,7 +288,7 @@ func (b *bench) memberFailovers(ctx context.Context, rounds int) ([]*failoverRow
 		for i := range rounds {
 			b.say("failovers: %s, round %d of %d, both tools at once", f.Name, i+1, rounds)
 			name := fmt.Sprintf("f%d-%d", len(rows), i)
-			lp, err := b.leadCampaign(ctx, c, name, ttl, true)
+			lp, err := b.leadCampaign(ctx, c, name, tm, true)
 			if err != nil {
 				return nil, err
 			}
@@ -331,6 +332,7 @@ func (b *bench) memberFailovers(ctx context.Context, rounds int) ([]*failoverRow
 // fences itself, at one TTL.
 type toleranceRow struct {
 	TTL      time.Duration
+	Renew    time.Duration // the leader's renewal interval r; given when not the default
 	Fault    string
 	Computed time.Duration // T - K - m - r
 	// Measured is the fault's longest duration the leader rode out, or,
@@ -346,7 +348,7 @@ type toleranceRow struct {
 // one try; a frozen follower and a frozen raft leader, each for 2×TTL,
 // which the leader should ride out; and the longest round trip it rides
 // out, searched by bisection between 0 and T.
-func (b *bench) tolerance(ctx context.Context, ttls []time.Duration, bisections int) ([]*toleranceRow, error) {
+func (b *bench) tolerance(ctx context.Context, timings []campaign.Timing, bisections int) ([]*toleranceRow, error) {
 	c, err := b.startCluster(ctx, "tolerance")
 	if err != nil {
 		return nil, err
@@ -354,25 +356,22 @@ func (b *bench) tolerance(ctx context.Context, ttls []time.Duration, bisections 
 	defer c.stop()
 	var rows []*toleranceRow
 	n := 0
-	for _, ttl := range ttls {
-		tm, err := timingFor(ttl)
-		if err != nil {
-			return nil, err
-		}
+	for _, tm := range timings {
+		ttl := tm.TTL
 		computed := tm.OutageTolerance()
 		// trial holds a fresh leader through f for up to hold, ending the
 		// fault early once the fence point passed; it says when that was
 		// after the fault began, or 0.
 		trial := func(f fault, hold time.Duration) (time.Duration, error) {
 			n++
-			b.say("tolerance: TTL %v, %s, up to %v", ttl, f.Name, hold)
-			p, err := b.leadCampaign(ctx, c, fmt.Sprintf("t%d", n), ttl, false)
+			b.say("tolerance: TTL %v, renewal interval %v, %s, up to %v", ttl, tm.RenewInterval, f.Name, hold)
+			p, err := b.leadCampaign(ctx, c, fmt.Sprintf("t%d", n), tm, false)
 			if err != nil {
 				return 0, err
 			}
 			defer p.close()
 			// The first renewal on the stream goes out before the fault.
-			if err := pause(ctx, 2*campaign.RenewInterval(ttl)); err != nil {
+			if err := pause(ctx, 2*tm.RenewInterval); err != nil {
 				return 0, err
 			}
 			end, err := f.start(ctx, c)
@@ -421,7 +420,7 @@ func (b *bench) tolerance(ctx context.Context, ttls []time.Duration, bisections 
 			if err != nil {
 				return nil, err
 			}
-			row := &toleranceRow{TTL: ttl, Fault: f.Name, Computed: computed, Measured: at, Fenced: at > 0}
+			row := &toleranceRow{TTL: ttl, Renew: tm.RenewInterval, Fault: f.Name, Computed: computed, Measured: at, Fenced: at > 0}
 			if !row.Fenced {
 				row.Measured = hold
 			}
@@ -448,7 +447,7 @@ func (b *bench) tolerance(ctx context.Context, ttls []time.Duration, bisections 
 		// helps while it comes back before the fence point, T - K - m
 		// after the send.
 		rtt := ttl - tm.KillTimeout - tm.FenceMargin
-		rows = append(rows, &toleranceRow{TTL: ttl, Fault: "a round trip", Computed: rtt, Measured: lo, Tries: strings.Join(tries, ", ")})
+		rows = append(rows, &toleranceRow{TTL: ttl, Renew: tm.RenewInterval, Fault: "a round trip", Computed: rtt, Measured: lo, Tries: strings.Join(tries, ", ")})
 	}
 	return rows, nil
 }

@@ -374,8 +374,16 @@ func (b *bench) run() error {
 		}
 	}
 	if b.cfg.want("tolerance") {
-		b.say("outage tolerance: 3-member cluster, TTL 2s and 15s")
-		if r.tolerance, err = b.tolerance(ctx, []time.Duration{2 * time.Second, campaign.DefaultTTL}, b.cfg.bisections); err != nil {
+		b.say("outage tolerance: 3-member cluster, TTL 2s and 15s, and 15s with --renew-interval %v", longRenew)
+		var timings []campaign.Timing
+		for _, t := range []campaign.Timing{{TTL: 2 * time.Second}, {TTL: campaign.DefaultTTL}, {TTL: campaign.DefaultTTL, RenewInterval: longRenew}} {
+			tm, err := campaign.ResolveTiming(t)
+			if err != nil {
+				return fmt.Errorf("tolerance: %w", err)
+			}
+			timings = append(timings, tm)
+		}
+		if r.tolerance, err = b.tolerance(ctx, timings, b.cfg.bisections); err != nil {
 			return fmt.Errorf("tolerance: %w", err)
 		}
 	}

@@ -475,7 +475,7 @@ func (r *report) sectionFootprint(w func(string, ...any)) {
 	a, c := idleSide(f.rows, "etcdlead", def, true), idleSide(f.rows, "etcdctl lock", sameCadenceTTL, true)
 	if a.n > 0 && c.n > 0 {
 		w("| etcdlead %d s / etcdctl lock %d s (both renew every %s) | %s | %s | | | %s | |\n", def, sameCadenceTTL,
-			campaign.RenewInterval(time.Duration(def)*time.Second), ratioF(a.rss, c.rss), ratioF(a.uss, c.uss), ratioF(a.cpu, c.cpu))
+			campaign.DefaultRenewInterval(time.Duration(def)*time.Second), ratioF(a.rss, c.rss), ratioF(a.uss, c.uss), ratioF(a.cpu, c.cpu))
 	}
 	w("\nCPU ratios use the threads' schedstat (ns); the tick-based figures are too coarse for a ratio of idle processes.\n\n")
 	r.cpuPerRenewal(w)

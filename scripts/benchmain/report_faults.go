@@ -1,10 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/etcdlead/etcdlead/campaign"
 )
 
 // sectionMemberFailovers writes the failovers per rounds with a frozen
@@ -44,7 +47,7 @@ func (r *report) sectionTolerance(w func(string, ...any)) {
 		return
 	}
 	w("## %d. Outage tolerance\n\n", r.section("tolerance"))
-	w("How long a fault may last before an etcdlead leader fences itself, measured on a three-member etcd as for the failovers above (the leader in the bench's process, its client through one proxy per member), beside the computed tolerance T − K − m − r (`campaign.Timing.OutageTolerance`) at etcdlead's default kill timeout K and fence margin m; for a round trip the computed bound is T − K − m, as an answer moves the deadline to its own send time + T and helps while it comes back before the fence point. ")
+	w("How long a fault may last before an etcdlead leader fences itself, measured on a three-member etcd as for the failovers above (the leader in the bench's process, its client through one proxy per member), beside the computed tolerance T − K − m − r (`campaign.Timing.OutageTolerance`) at etcdlead's default kill timeout K and fence margin m (and renewal interval r, but where a longer one is given); for a round trip the computed bound is T − K − m, as an answer moves the deadline to its own send time + T and helps while it comes back before the fence point. ")
 	w("An outage (every member frozen) and no raft leader (the raft leader and a follower frozen, so that the third member has no quorum) are held until the leader's fence point passes: the time from the fault's start to that point is the longest such fault it rides out, in one try. ")
 	w("A stalled follower and a stalled raft leader are each held for 2×TTL: a leader that rides that out rides out any length, as long as a quorum is healthy. ")
 	w("The round trip is searched by bisection between 0 and T, each try holding a fresh leader behind the delay for 1.5×TTL; the longest that held is shown, with the tries.\n\n")
@@ -59,7 +62,11 @@ func (r *report) sectionTolerance(w func(string, ...any)) {
 		default:
 			m = "held through " + row.Measured.String() + " (no fence)"
 		}
-		w("| %s | %s | %s | %s | %s |\n", row.TTL, row.Fault, row.Computed, m, row.Tries)
+		ttl := row.TTL.String()
+		if row.Renew > 0 && row.Renew != campaign.DefaultRenewInterval(row.TTL) {
+			ttl += fmt.Sprintf(", `--renew-interval %v`", row.Renew)
+		}
+		w("| %s | %s | %s | %s | %s |\n", ttl, row.Fault, row.Computed, m, row.Tries)
 	}
 	w("\n")
 }

@@ -170,6 +170,9 @@ func (r *report) sectionFleet(w func(string, ...any)) {
 			continue
 		}
 		name := map[string]string{lead: "etcdlead (campaign)", ctl: "etcdctl lock's recipe"}[f.Tool]
+		if f.Renew > 0 {
+			name = fmt.Sprintf("etcdlead (campaign), --renew-interval %v", f.Renew)
+		}
 		if f.Err != "" {
 			w("| %d | %s | failed: %s | | | | | | | |\n", f.Elections, name, f.Err)
 			continue
@@ -185,9 +188,16 @@ func (r *report) sectionFleet(w func(string, ...any)) {
 	w("\n")
 	// Side by side per size.
 	bySize := map[int][2]*fleetRun{}
+	longer := map[int]*fleetRun{} // etcdlead with a longer --renew-interval, by size
 	var sizes []int
 	for _, f := range r.fleet {
 		if f.Elections == 0 {
+			continue
+		}
+		if f.Renew > 0 {
+			if f.Err == "" {
+				longer[f.Elections] = f
+			}
 			continue
 		}
 		if f.Err != "" {
@@ -226,8 +236,29 @@ func (r *report) sectionFleet(w func(string, ...any)) {
 		r.addTarget(fmt.Sprintf("idle elections (%d): candidates' CPU ≤ 3× etcdctl lock's", n), fmt.Sprintf("%.2f× (%.2f against %.2f CPU s per minute)", self, x[0].SelfCPU.Seconds()/x[0].Window.Minutes(), x[1].SelfCPU.Seconds()/x[1].Window.Minutes()), self <= 3, "see the section on many elections")
 	}
 	w("\n")
+	for _, n := range sizes {
+		x, l := bySize[n], longer[n]
+		if x[1] == nil || l == nil {
+			continue
+		}
+		tm, err := campaign.ResolveTiming(campaign.Timing{TTL: ttl, RenewInterval: l.Renew})
+		if err != nil {
+			continue
+		}
+		w("**With `--renew-interval %v`** (%d elections), at an outage tolerance of %v instead of %v (section *Outage tolerance*): etcd CPU %s etcdctl lock's, above idle %s, requests %s (%.2f against %.2f per second per election), candidates' CPU %s.\n\n",
+			l.Renew, n, tm.OutageTolerance(), timingOrZero(ttl).OutageTolerance(),
+			ratioF(l.etcdCPUPerMinute(), x[1].etcdCPUPerMinute()), ratioF(l.aboveIdle(idle), x[1].aboveIdle(idle)),
+			ratioF(l.perElectionPerSecond("requests"), x[1].perElectionPerSecond("requests")), l.perElectionPerSecond("requests"), x[1].perElectionPerSecond("requests"),
+			ratioF(l.SelfCPU.Seconds(), x[1].SelfCPU.Seconds()))
+	}
 	r.fleetProjection(w, bySize, sizes, idle)
 	r.fleetCadence(w, bySize, sizes, idle)
+}
+
+// timingOrZero is etcdlead's default timing at ttl, or the zero Timing.
+func timingOrZero(ttl time.Duration) campaign.Timing {
+	tm, _ := campaign.ResolveTiming(campaign.Timing{TTL: ttl})
+	return tm
 }
 
 // projectedFleet is the size the fleet figure projects to when it was not
@@ -290,13 +321,13 @@ func (r *report) fleetCadence(w func(string, ...any), bySize map[int][2]*fleetRu
 		return
 	}
 	ttl := campaign.DefaultTTL
-	lr := 1 / campaign.RenewInterval(ttl).Seconds() // leader renewals per second
-	wr := 3 / ttl.Seconds()                         // a waiter's, and each of etcdctl lock's
+	lr := 1 / campaign.DefaultRenewInterval(ttl).Seconds() // leader renewals per second
+	wr := 3 / ttl.Seconds()                                // a waiter's, and each of etcdctl lock's
 	nomLead, nomCtl := lr+wr, 2*wr
 	renA, renC := a.perElectionPerSecond("req LeaseKeepAlive"), c.perElectionPerSecond("req LeaseKeepAlive")
 	reqA, reqC := a.perElectionPerSecond("requests"), c.perElectionPerSecond("requests")
 	w("**The renewal cadence's share.** At TTL %s an etcdlead leader renews every min(TTL/10, 1 s) = %s and its waiter every TTL/3 = %s: %.2f renewals per second per election by the cadence; etcdctl lock's session renews every TTL/3 for both: %.2f. ",
-		ttl, campaign.RenewInterval(ttl), ttl/3, nomLead, nomCtl)
+		ttl, campaign.DefaultRenewInterval(ttl), ttl/3, nomLead, nomCtl)
 	w("Measured at %d elections: %.2f and %.2f renewals, out of %.2f and %.2f requests per second per election. ", a.Elections, renA, renC, reqA, reqC)
 	if reqA > 0 {
 		w("Renewals are %.0f%% of etcdlead's requests; the rest are watch traffic, among it each term's progress requests, which tell a silently stalled watch stream (docs/design.md, step 3), and Txn (%.2f/s). ",
@@ -321,7 +352,7 @@ func renewEvery(tool, role string, ttl int) time.Duration {
 	t := time.Duration(ttl) * time.Second
 	switch {
 	case tool == "etcdlead" && (role == "leader" || role == "keeper"):
-		return campaign.RenewInterval(t)
+		return campaign.DefaultRenewInterval(t)
 	case role == "leader" || role == "follower":
 		return t / 3
 	}
