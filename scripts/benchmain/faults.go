@@ -445,9 +445,10 @@ func (b *bench) tolerance(ctx context.Context, timings []campaign.Timing, bisect
 		}
 		// A renewal's answer moves the deadline to its send + T, so it
 		// helps while it comes back before the fence point of the last
-		// answer's send. A link that turns slow just after a send leaves
-		// the next send r later, and its answer must be back within T - K -
-		// m of the send before: the outage tolerance, T - K - m - r.
+		// answer's send. Once a link turns slow, the next send may come r
+		// after the last one answered in time, and its answer must be back
+		// within T - K - m of that one's send: the outage tolerance,
+		// T - K - m - r.
 		rows = append(rows, &toleranceRow{TTL: ttl, Renew: tm.RenewInterval, Fault: "a round trip", Computed: computed, Measured: lo, Tries: strings.Join(tries, ", ")})
 	}
 	return rows, nil
