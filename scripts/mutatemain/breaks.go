@@ -361,4 +361,11 @@ var breaks = []breakage{
 		new: "\t\tif false {\n\t\t\tretry = time.After(q)\n",
 		pkg: "./campaign", tests: "^TestRenewIntervalGiven$",
 	},
+	{
+		name: "renew interval: passed to the campaign", file: "internal/cli/run.go",
+		why: "--renew-interval is resolved and logged, but the campaign is never given it",
+		old: "\t\tRenewInterval:  rc.timing.RenewInterval,\n",
+		new: "",
+		pkg: "./internal/e2e", tests: "^TestRenewIntervalReachesLeader$",
+	},
 }
