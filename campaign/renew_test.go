@@ -376,20 +376,21 @@ func TestRenewalsWithAuth(t *testing.T) {
 func TestRenewIntervalGiven(t *testing.T) {
 	t.Parallel()
 
-	// At TTL 6s the default cadence is 600ms: 7 or 8 renewals in the
-	// window below, against at most 3 at 2s.
+	// At TTL 15s the default cadence is 1s: 9 or 10 renewals in the
+	// window below, against 2 at 4s, and 3 if one answer took longer than
+	// quietAfter, 1s, and was sent again.
 	t.Run("cadence", func(t *testing.T) {
 		t.Parallel()
 		cluster := etcdtest.Start(t, etcdtest.Options{})
 		f := newFixture(t, etcdtest.NewClient(t, cluster.Endpoints()...))
-		f.ttl, f.renew = 6*time.Second, 2*time.Second
+		f.ttl, f.renew = 15*time.Second, 4*time.Second
 		var n tally
 		f.renewed = n.hear
 		a := f.lead()
 		held := hold(a)
 		atLeast(t, &n.ok, 1, held, "renewals")
 		ok := n.ok.Load()
-		const window = 4500 * time.Millisecond
+		const window = 9 * time.Second
 		time.Sleep(window) // the measure of a cadence, not a wait for an event
 		got := n.ok.Load() - ok
 		if most := int64(window/f.renew) + 1; got > most {

@@ -263,16 +263,16 @@ func TestWaitEnds(t *testing.T) {
 }
 
 // --renew-interval reaches the leader's renewals, not only the timing it
-// logs: at TTL 6s with an interval of 2s, at most three renewals in 4.5s
-// of leading, where the default interval there (600ms) makes seven or
-// eight.
+// logs: at the default TTL with an interval of 4s, two renewals in 9s of
+// leading (three if an answer took longer than 1s and the renewal was sent
+// again), where the default interval, 1s, makes nine or ten.
 func TestRenewIntervalReachesLeader(t *testing.T) {
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
-	c := e.start("c1", []string{"--ttl=6s", "--renew-interval=2s", "--log-level=trace"}, e.probe())
+	c := e.start("c1", []string{"--ttl=15s", "--renew-interval=4s", "--log-level=trace"}, e.probe())
 	c.out.waitFor(t, "c1", "ready", 0)
 	from := time.Now()
-	const window = 4500 * time.Millisecond
+	const window = 9 * time.Second
 	time.Sleep(window) // the measure of a cadence, not a wait for an event
 	n := 0
 	for _, m := range c.log.matching("campaign: renewed") {
@@ -281,10 +281,10 @@ func TestRenewIntervalReachesLeader(t *testing.T) {
 		}
 	}
 	if n > 3 {
-		t.Errorf("%d renewals in %s at --renew-interval=2s, want at most 3", n, window)
+		t.Errorf("%d renewals in %s at --renew-interval=4s, want at most 3", n, window)
 	}
 	if n < 1 {
-		t.Errorf("no renewal in %s at --renew-interval=2s", window)
+		t.Errorf("no renewal in %s at --renew-interval=4s", window)
 	}
 	c.signal(t, syscall.SIGTERM)
 	c.exit(t)
