@@ -617,28 +617,63 @@ func (c *chaos) overlaps(procs []*candidate) (all, bounded int) {
 			c.t.Logf("chaos: %q is the bounded case of an etcd raft leader that resumed: %s", l, why)
 			continue
 		}
-		c.t.Errorf("two children at once: journal says %q\n%s", l, raw)
+		c.t.Errorf("two children at once: journal says %q\n%s%s", l, raw, c.faultsNear(procs, l))
 	}
 	return all, bounded
 }
 
-// staleSweep tells whether the OVERLAP line l has the shape overlaps
-// describes, and says why.
-func (c *chaos) staleSweep(procs []*candidate, l string) (string, bool) {
+// faultsNear lists the faults injected in the ten seconds before the
+// child of OVERLAP line l started, and while it ran, with their times
+// from that start: what a judge of the overlap needs first, and what the
+// candidates' logs do not say.
+func (c *chaos) faultsNear(procs []*candidate, l string) string {
+	started, _ := c.childStart(procs, l)
+	if started.IsZero() {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nfaults near the overlapping child's start (%s), from it:\n", started.Format("15:04:05.000"))
+	for _, h := range c.history {
+		end := h.end
+		if end.IsZero() {
+			end = h.at
+		}
+		if end.Before(started.Add(-10*time.Second)) || h.at.After(started.Add(2*time.Second)) {
+			continue
+		}
+		fmt.Fprintf(&b, "  %-32s %+v to %+v\n", h.kind, h.at.Sub(started).Round(time.Millisecond), end.Sub(started).Round(time.Millisecond))
+	}
+	return b.String()
+}
+
+// childStart is when the child of OVERLAP line l started, by its
+// candidate's log, and that candidate (the last to log that pid, should
+// it have been reused); zero if not found.
+func (c *chaos) childStart(procs []*candidate, l string) (time.Time, *candidate) {
 	pid := ""
 	for _, f := range strings.Fields(l) {
 		if v, ok := strings.CutPrefix(f, "pid="); ok {
 			pid = v
 		}
 	}
-	var started time.Time
-	var starter *candidate
+	if pid == "" {
+		return time.Time{}, nil
+	}
+	var at time.Time
+	var who *candidate
 	for _, p := range procs {
 		if m := p.log.matching("child started: pid=" + pid + " "); len(m) > 0 {
-			started, starter = m[0].at, p
+			at, who = m[0].at, p
 		}
 	}
-	if pid == "" || started.IsZero() {
+	return at, who
+}
+
+// staleSweep tells whether the OVERLAP line l has the shape overlaps
+// describes, and says why.
+func (c *chaos) staleSweep(procs []*candidate, l string) (string, bool) {
+	started, starter := c.childStart(procs, l)
+	if started.IsZero() {
 		return "", false
 	}
 	// Only a term that found nothing to wait for: one that waited behind
