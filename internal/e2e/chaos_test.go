@@ -646,6 +646,19 @@ func (c *chaos) faultsNear(procs []*candidate, l string) string {
 	return b.String()
 }
 
+// logged is when a candidate wrote log line m, by the line's own
+// timestamp (hclog's, to the millisecond), or when the harness read it if
+// it has none: the lines of a stalled stderr are read seconds after they
+// were written.
+func logged(m stamped) time.Time {
+	if f, _, ok := strings.Cut(strings.TrimSpace(m.text), " "); ok {
+		if t, err := time.Parse("2006-01-02T15:04:05.000Z0700", f); err == nil {
+			return t
+		}
+	}
+	return m.at
+}
+
 // childStart is when the child of OVERLAP line l started, by its
 // candidate's log, and that candidate (the last to log that pid, should
 // it have been reused); zero if not found.
@@ -663,7 +676,7 @@ func (c *chaos) childStart(procs []*candidate, l string) (time.Time, *candidate)
 	var who *candidate
 	for _, p := range procs {
 		if m := p.log.matching("child started: pid=" + pid + " "); len(m) > 0 {
-			at, who = m[0].at, p
+			at, who = logged(m[0]), p
 		}
 	}
 	return at, who
@@ -681,13 +694,13 @@ func (c *chaos) staleSweep(procs []*candidate, l string) (string, bool) {
 	// after a raft leader change"), so its overlap is a bug.
 	var campaigned time.Time
 	for _, m := range starter.log.matching("campaigning: ") {
-		if m.at.Before(started) {
-			campaigned = m.at
+		if logged(m).Before(started) {
+			campaigned = logged(m)
 		}
 	}
 	for _, waited := range []string{"waiting on predecessor", "waiting for predecessor lease to end"} {
 		for _, m := range starter.log.matching(waited) {
-			if !m.at.Before(campaigned) && m.at.Before(started) {
+			if !logged(m).Before(campaigned) && logged(m).Before(started) {
 				return "", false
 			}
 		}
@@ -698,14 +711,15 @@ func (c *chaos) staleSweep(procs []*candidate, l string) (string, bool) {
 			continue
 		}
 		for _, p := range procs {
-			for _, lost := range p.log.matching(`leadership lost; child stopping: reason="key deleted"`) {
-				if lost.at.Before(h.end) || lost.at.After(started) {
+			for _, m := range p.log.matching(`leadership lost; child stopping: reason="key deleted"`) {
+				lost := logged(m)
+				if lost.Before(h.end) || lost.After(started) {
 					continue
 				}
-				for _, x := range p.log.matching("child exited") {
-					if !x.at.Before(lost.at) && x.at.Sub(lost.at) <= oldLeaderStop {
+				for _, m := range p.log.matching("child exited") {
+					if x := logged(m); !x.Before(lost) && x.Sub(lost) <= oldLeaderStop {
 						return fmt.Sprintf("the raft leader's freeze ended %s before, another term's keys went %s after that, and its child was gone %s later",
-							started.Sub(h.end).Round(time.Millisecond), lost.at.Sub(h.end).Round(time.Millisecond), x.at.Sub(lost.at).Round(time.Millisecond)), true
+							started.Sub(h.end).Round(time.Millisecond), lost.Sub(h.end).Round(time.Millisecond), x.Sub(lost).Round(time.Millisecond)), true
 					}
 				}
 			}
@@ -829,4 +843,18 @@ func (c *chaos) faultBefore(at time.Time) string {
 		}
 	}
 	return cause
+}
+
+// The soak dates a log line by its own stamp, not by when it was read: a
+// line held in a stalled stderr arrives late, and an overlap judged by the
+// arrival would be misjudged.
+func TestLoggedTime(t *testing.T) {
+	read := time.Date(2026, 12, 5, 20, 15, 47, 0, time.UTC)
+	m := stamped{text: `2026-12-05T20:15:43.326Z [WARN]  etcdlead: leadership lost; child stopping: reason="key deleted"`, at: read}
+	if got, want := logged(m), time.Date(2026, 12, 5, 20, 15, 43, 326e6, time.UTC); !got.Equal(want) {
+		t.Errorf("logged = %s, want the line's own %s", got, want)
+	}
+	if got := logged(stamped{text: "ready pid=1", at: read}); !got.Equal(read) {
+		t.Errorf("a line without a stamp: logged = %s, want its arrival %s", got, read)
+	}
 }
