@@ -614,7 +614,7 @@ func (c *chaos) overlaps(procs []*candidate) (all, bounded int) {
 		all++
 		if why, ok := c.staleSweep(procs, l); ok {
 			bounded++
-			c.t.Logf("chaos: %q is the bounded case of an etcd raft leader that resumed: %s", l, why)
+			c.t.Logf("chaos: %q is the bounded case of an etcd raft leader that resumed: %s%s%s", l, why, c.starterLog(procs, l), c.faultsNear(procs, l))
 			continue
 		}
 		c.t.Errorf("two children at once: journal says %q\n%s%s", l, raw, c.faultsNear(procs, l))
@@ -657,6 +657,24 @@ func logged(m stamped) time.Time {
 		}
 	}
 	return m.at
+}
+
+// starterLog is what the candidate that started the child of OVERLAP
+// line l logged in the ten seconds before: how its last term ended and why
+// it campaigned then, which a pass otherwise keeps nowhere.
+func (c *chaos) starterLog(procs []*candidate, l string) string {
+	started, starter := c.childStart(procs, l)
+	if starter == nil {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n%s's log before its child started:\n", starter.name)
+	for _, m := range starter.log.matching("") {
+		if at := logged(m); !at.Before(started.Add(-10*time.Second)) && !at.After(started) {
+			fmt.Fprintf(&b, "  %s\n", m.text)
+		}
+	}
+	return b.String()
 }
 
 // childStart is when the child of OVERLAP line l started, by its
