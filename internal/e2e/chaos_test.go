@@ -105,7 +105,9 @@ var faults = []fault{
 		}
 	}},
 	{"freeze", true, true, func(c *chaos, cc *chaosCand) {
-		cc.cur.signal(c.t, syscall.SIGSTOP)
+		if !cc.cur.signalLive(c.t, syscall.SIGSTOP) {
+			return
+		}
 		c.pause(1500*time.Millisecond, 3*time.Second)
 		cc.cur.signal(c.t, syscall.SIGCONT)
 	}},
@@ -129,7 +131,9 @@ var faults = []fault{
 	}},
 	{"kill -9", true, true, func(c *chaos, cc *chaosCand) {
 		pids := c.childTree(cc.cur)
-		cc.cur.signal(c.t, syscall.SIGKILL)
+		if !cc.cur.signalLive(c.t, syscall.SIGKILL) {
+			return
+		}
 		cc.cur.exit(c.t)
 		// The keeper stops the child and its descendants at once; the
 		// fence would by the lease's end. Either way they are gone then.
@@ -163,14 +167,18 @@ var faults = []fault{
 		// The candidate comes back with a child whose hundred descendants
 		// ignore SIGTERM and fork without pause, for the faults that find
 		// it leading next.
-		cc.cur.signal(c.t, syscall.SIGTERM)
+		if !cc.cur.signalLive(c.t, syscall.SIGTERM) {
+			return
+		}
 		cc.cur.exit(c.t)
 		cc.churn = true
 		c.start(cc)
 		cc.churn = false
 	}},
 	{"graceful stop", true, true, func(c *chaos, cc *chaosCand) {
-		cc.cur.signal(c.t, syscall.SIGTERM)
+		if !cc.cur.signalLive(c.t, syscall.SIGTERM) {
+			return
+		}
 		cc.cur.exit(c.t)
 		c.start(cc)
 	}},
@@ -179,7 +187,9 @@ var faults = []fault{
 		// A newcomer right after the delete finds no queue key ahead,
 		// only the old term's sentinel.
 		cc := c.follower()
-		cc.cur.signal(c.t, syscall.SIGTERM)
+		if !cc.cur.signalLive(c.t, syscall.SIGTERM) {
+			return
+		}
 		cc.cur.exit(c.t)
 		c.deleteLeaderKey()
 		c.start(cc)

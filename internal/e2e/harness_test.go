@@ -369,6 +369,30 @@ func (e *env) jobRuns(t *testing.T) int {
 	return n
 }
 
+// signalLive is signal for a candidate that may have ended since it was
+// picked (a soak's child that found the lock held ends its candidate):
+// false, and nothing sent, if it had. Whoever picked it judges its end.
+func (c *candidate) signalLive(t *testing.T, sig syscall.Signal) bool {
+	t.Helper()
+	if !c.running() {
+		return false
+	}
+	if err := c.cmd.Process.Signal(sig); errors.Is(err, os.ErrProcessDone) {
+		return false
+	} else if err != nil {
+		t.Fatalf("signal %s: %v", c.name, err)
+	}
+	for deadline := time.Now().Add(safety); sig == syscall.SIGSTOP && !proctest.Stopped(c.cmd.Process.Pid); time.Sleep(time.Millisecond) {
+		if !c.running() {
+			return false
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not stopped %v after SIGSTOP", c.name, safety)
+		}
+	}
+	return true
+}
+
 func (c *candidate) signal(t *testing.T, sig syscall.Signal) {
 	t.Helper()
 	if err := c.cmd.Process.Signal(sig); err != nil {
