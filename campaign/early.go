@@ -76,8 +76,8 @@ func (c *Campaigner) learnTerm(ctx context.Context) error {
 // new raft term from its renewals' answers; when none was credited
 // lately (a fence after an etcd election, a waiter that renews every
 // T/3) it cannot tell, and releases all the same. A term whose lease is
-// known gone has nothing to release. It is asked once per renewal
-// interval while unanswered, for at most half the request timeout; it
+// known gone has nothing to release. It is asked again every quietAfter
+// while unanswered, for at most half the request timeout; it
 // compares the sentinel's create revision and lease, so it never writes
 // a sentinel that is no longer the term's. Callers release only once the
 // child's processes are all gone.

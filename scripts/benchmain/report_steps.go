@@ -242,23 +242,18 @@ func (r *report) sectionFleet(w func(string, ...any)) {
 			continue
 		}
 		tm, err := campaign.ResolveTiming(campaign.Timing{TTL: ttl, RenewInterval: l.Renew})
-		if err != nil {
+		def, derr := timingFor(ttl)
+		if err != nil || derr != nil {
 			continue
 		}
 		w("**With `--renew-interval %v`** (%d elections), at an outage tolerance of %v instead of %v (section *Outage tolerance*): etcd CPU %s etcdctl lock's, above idle %s, requests %s (%.2f against %.2f per second per election), candidates' CPU %s.\n\n",
-			l.Renew, n, tm.OutageTolerance(), timingOrZero(ttl).OutageTolerance(),
+			l.Renew, n, tm.OutageTolerance(), def.OutageTolerance(),
 			ratioF(l.etcdCPUPerMinute(), x[1].etcdCPUPerMinute()), ratioF(l.aboveIdle(idle), x[1].aboveIdle(idle)),
 			ratioF(l.perElectionPerSecond("requests"), x[1].perElectionPerSecond("requests")), l.perElectionPerSecond("requests"), x[1].perElectionPerSecond("requests"),
 			ratioF(l.SelfCPU.Seconds(), x[1].SelfCPU.Seconds()))
 	}
 	r.fleetProjection(w, bySize, sizes, idle)
 	r.fleetCadence(w, bySize, sizes, idle)
-}
-
-// timingOrZero is etcdlead's default timing at ttl, or the zero Timing.
-func timingOrZero(ttl time.Duration) campaign.Timing {
-	tm, _ := campaign.ResolveTiming(campaign.Timing{TTL: ttl})
-	return tm
 }
 
 // projectedFleet is the size the fleet figure projects to when it was not
