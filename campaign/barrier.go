@@ -297,6 +297,9 @@ func (t *Term) wait(ctx context.Context, v view) error {
 				delete(pending, l)
 				if w.early > 0 && w.at+w.early > hold {
 					hold, held = w.at+w.early, w.key
+					// Held from now, should the term end before it starts:
+					// its revoke waits for it (awaitHold).
+					raise(&t.hold, int64(hold))
 				}
 			} else {
 				pending[l] = pending[l] || v.bare[l]
@@ -305,12 +308,17 @@ func (t *Term) wait(ctx context.Context, v view) error {
 		if lerr != nil {
 			return t.waitErr(ctx, lerr)
 		}
+		if len(woke) > 0 && t.c.holders() == 1 {
+			// The nearest term ahead went, judged as it went; those
+			// further ahead, the terms between judge (Campaigner.judged).
+			raise(&t.c.judged, next.rev)
+		}
 		v = next
 	}
 	if err := t.barrier(ctx, v, pending); err != nil {
 		return err
 	}
-	return t.holdUntil(ctx, hold, held)
+	return t.holdUntil(ctx, hold, held, aheadEnded)
 }
 
 // logWait says what the candidate waits on, once per change.

@@ -91,6 +91,21 @@ type Campaigner struct {
 	// paused is set when a term ended on the election's pause: the next
 	// campaign waits for the resume first (awaitResume).
 	paused atomic.Bool
+	// judged is the revision up to which every early end of a term that
+	// may have run a child has been waited out, or is being, by a term of
+	// this candidate; 0 before its first term. A term replays the
+	// sentinels' deletes after it (Term.replay).
+	judged atomic.Int64
+	// last is the lease of this candidate's newest term: the one before
+	// it, its own, a replay passes over (Term.replay).
+	last atomic.Int64
+	// early is this candidate's last term that ended early, and when that
+	// was seen (noteEarly): its sit-out covers what ended before it.
+	early struct {
+		sync.Mutex
+		lease clientv3.LeaseID
+		at    time.Duration
+	}
 }
 
 // New checks cfg and returns a Campaigner.
@@ -195,11 +210,22 @@ func (c *Campaigner) Campaign(ctx context.Context) (_ *Term, err error) {
 		cancel(nil)
 		renewing.Wait()
 	}()
+	// The lease is kept while the term waits or holds (a term with none
+	// ahead may hold after its replay).
+	renewing.Go(func() { t.renewWhileWaiting(wctx) })
+	// Before its wait, which sees only terms still in etcd, the term looks
+	// at those that ended since this candidate last looked.
+	swept, err := t.replay(wctx)
+	if err != nil {
+		return nil, err
+	}
 	if !v.clear() {
-		renewing.Go(func() { t.renewWhileWaiting(wctx) })
 		if err := t.wait(wctx, v); err != nil {
 			return nil, err
 		}
+	}
+	if err := t.holdUntil(wctx, swept.until, swept.key, swept.why); err != nil {
+		return nil, err
 	}
 	t.SlotRev = t.Rev
 	if c.holders() > 1 {
@@ -291,6 +317,7 @@ func (c *Campaigner) grant(ctx context.Context) (*Term, error) {
 		Sentinel: l.SentinelKey(resp.ID),
 		TTL:      time.Duration(resp.TTL) * time.Second,
 	}
+	t.prev = clientv3.LeaseID(c.last.Swap(int64(t.Lease)))
 	t.rec = record{key: t.Key, holders: c.holders(), slot: -1, containment: c.cfg.Containment, grant: grantMark{term: known, ttl: t.TTL}}
 	t.ctx, t.lose = context.WithCancelCause(context.Background())
 	t.dl.Store(int64(sent + t.TTL))

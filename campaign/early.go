@@ -133,18 +133,24 @@ func (c *Campaigner) earlyEnd(ev *clientv3.Event, h *pb.ResponseHeader, own time
 	return max(g.ttl, own)
 }
 
+// Why a term holds its start (holdUntil).
+const (
+	aheadEnded = "the lease ahead ended after a raft leader change, and its term did not say its child was gone: waiting out its TTL before starting"
+	sweptEnded = "a term of the election ended after a raft leader change since this candidate last looked, and did not say its child was gone: waiting out its TTL before starting"
+	notSeen    = "the election's history since this candidate last looked is not at hand: waiting out its TTL before starting, as a term may have ended early in it"
+)
+
 // holdUntil waits until the boot-clock time until, and says why in the
-// log: a term ahead ended early after a raft leader change (earlyEnd).
-// Until then a Revoke of this term waits too (awaitHold). A context that
-// ends first gives the wait's error.
-func (t *Term) holdUntil(ctx context.Context, until time.Duration, key string) error {
+// log: a term ended early after a raft leader change (earlyEnd), or may
+// have. Until then a Revoke of this term waits too (awaitHold). A context
+// that ends first gives the wait's error.
+func (t *Term) holdUntil(ctx context.Context, until time.Duration, key, why string) error {
 	left := until - t.c.cfg.Now()
 	if left <= 0 {
 		return nil
 	}
 	raise(&t.hold, int64(until))
-	t.c.log.Info("the lease ahead ended after a raft leader change, and its term did not say its child was gone: waiting out its TTL before starting",
-		"key", key, "in", left.Round(time.Millisecond))
+	t.c.log.Info(why, "key", key, "in", left.Round(time.Millisecond))
 	if !sleep(ctx, left) {
 		return t.waitErr(ctx)
 	}
@@ -161,4 +167,117 @@ func (t *Term) awaitHold() {
 	}
 	t.c.log.Info("the term ends while it waits out an early end ahead: revoking once that wait is over", "in", left.Round(time.Millisecond))
 	sleep(context.Background(), left)
+}
+
+// noteEarly remembers that a term of this candidate, on lease, ended early,
+// seen at boot-clock time at: Campaign sits out a TTL from then.
+func (c *Campaigner) noteEarly(lease clientv3.LeaseID, at time.Duration) {
+	c.early.Lock()
+	defer c.early.Unlock()
+	c.early.lease, c.early.at = lease, at
+}
+
+// A hold from a replay (Term.replay): until when, for which key, and why.
+type hold struct {
+	until time.Duration
+	key   string
+	why   string
+}
+
+// sweptEnd is one sentinel delete a replay met: its revision, its key, when
+// it was heard, and how long to wait after that (earlyEnd).
+type sweptEnd struct {
+	rev   int64
+	key   string
+	heard time.Duration
+	early time.Duration
+}
+
+// sweptUntil is the hold that ends, seen in a replay, ask for. A delete is
+// waited out from when it was heard, except those at or before own, the
+// delete of this candidate's term before, should it have ended early (0:
+// it did not): those came before ownAt, when that end was seen, from which
+// the candidate has sat out a TTL already.
+func sweptUntil(ends []sweptEnd, own int64, ownAt time.Duration) hold {
+	var h hold
+	for _, e := range ends {
+		if e.early <= 0 {
+			continue
+		}
+		from := e.heard
+		if e.rev <= own {
+			from = min(from, ownAt)
+		}
+		if from+e.early > h.until {
+			h = hold{until: from + e.early, key: e.key, why: sweptEnded}
+		}
+	}
+	return h
+}
+
+// replay is what a term learns, before it waits, of the terms that ended
+// since this candidate last looked at the election (Campaigner.judged):
+// the deletes of sentinels since then, with their previous values, up to
+// the term's own. One that ended early after a raft leader change
+// (earlyEnd) may have been swept with its child still running, and nothing
+// still in etcd says so: the candidate that campaigns after such a sweep
+// (after a step-down, when the sweep's own deletes empty the election;
+// retrying through the etcd election that came before it) would otherwise
+// find nothing ahead and start beside that child. The hold it returns is
+// for after the wait; it holds the term's revoke at once. History that etcd
+// compacted, or a watch that breaks, is held for the TTL: what ended in it
+// is unknown. A first term has nothing to replay. The watch is the term's
+// own, asked after as a wait's are; the term's own sentinel, put at its
+// create revision, ends it.
+func (t *Term) replay(ctx context.Context) (hold, error) {
+	from := t.c.judged.Load()
+	if from == 0 || from >= t.Rev {
+		raise(&t.c.judged, t.Rev)
+		return hold{}, nil
+	}
+	t.c.early.Lock()
+	early, ownAt := t.c.early.lease == t.prev, t.c.early.at
+	t.c.early.Unlock()
+	own := t.c.cfg.Layout.SentinelKey(t.prev)
+	ws, stop := t.watchAll(ctx, []string{t.c.cfg.Layout.SentinelPrefix()}, from, clientv3.WithPrefix(), clientv3.WithPrevKV())
+	defer stop()
+	var ends []sweptEnd
+	var ownRev int64
+	for {
+		var w watched
+		select {
+		case w = <-ws:
+		case <-ctx.Done():
+			return hold{}, t.waitErr(ctx)
+		}
+		now := t.c.cfg.Now()
+		if err := w.resp.Err(); !w.ok || err != nil {
+			t.c.log.Debug("could not replay the election's history", "from", from, "error", err)
+			h := hold{until: now + t.TTL, key: t.Sentinel, why: notSeen}
+			raise(&t.hold, int64(h.until))
+			raise(&t.c.judged, t.Rev)
+			return h, nil
+		}
+		for _, ev := range w.resp.Events {
+			if ev.Kv.ModRevision >= t.Rev {
+				h := sweptUntil(ends, ownRev, ownAt)
+				raise(&t.hold, int64(h.until))
+				raise(&t.c.judged, t.Rev)
+				return h, nil
+			}
+			if ev.Type != clientv3.EventTypeDelete || ev.PrevKv != nil && !t.c.cfg.Layout.ValidSentinel(ev.PrevKv) {
+				continue
+			}
+			key := string(ev.Kv.Key)
+			if t.prev != 0 && key == own {
+				// The term before this one, whose child is gone: no sign
+				// of another's, unless it too ended early.
+				if early {
+					ownRev = ev.Kv.ModRevision
+				}
+				continue
+			}
+			ends = append(ends, sweptEnd{rev: ev.Kv.ModRevision, key: key, heard: now, early: t.c.earlyEnd(ev, &w.resp.Header, t.TTL)})
+		}
+	}
 }

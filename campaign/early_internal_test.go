@@ -76,3 +76,36 @@ func TestEarlyEndSitsOutAfterRaftChange(t *testing.T) {
 		})
 	}
 }
+
+// A replay waits out each early end from when it was heard, but those up
+// to the candidate's own early-ended term from when that end was seen:
+// they came before it, and the candidate has sat out a TTL since.
+func TestSweptUntil(t *testing.T) {
+	s := time.Second
+	ends := []sweptEnd{
+		{rev: 10, key: "a", heard: 100 * s, early: 2 * s},
+		{rev: 12, key: "own-before", heard: 100 * s, early: 0},
+		{rev: 14, key: "b", heard: 101 * s, early: 3 * s},
+	}
+	for _, c := range []struct {
+		name      string
+		own       int64
+		ownAt     time.Duration
+		wantUntil time.Duration
+		wantKey   string
+	}{
+		{"no early end of its own", 0, 0, 104 * s, "b"},
+		{"both before its own", 14, 90 * s, 93 * s, "b"},
+		{"one before its own", 12, 90 * s, 104 * s, "b"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := sweptUntil(ends, c.own, c.ownAt)
+			if h.until != c.wantUntil || h.key != c.wantKey {
+				t.Errorf("sweptUntil = %s for %q, want %s for %q", h.until, h.key, c.wantUntil, c.wantKey)
+			}
+		})
+	}
+	if h := sweptUntil([]sweptEnd{{rev: 1, heard: s}}, 0, 0); h.until != 0 {
+		t.Errorf("an end that was no early one holds until %s", h.until)
+	}
+}

@@ -105,7 +105,16 @@ type renewalSend struct {
 
 type renewalAnswer struct {
 	ttl int64 // as etcd answered; 0 when the lease is gone
+	rev int64 // etcd's revision at the member that answered
 	err error
+}
+
+// renewed is one renewal etcd answered: the send time of the request it
+// answered, the TTL it answered (0 for a lease that is gone) and the
+// revision its answer named.
+type renewed struct {
+	at       time.Duration
+	ttl, rev int64
 }
 
 // byClient holds one renewals per client, for as long as the client is open,
@@ -126,14 +135,12 @@ func renewalsOf(cli *clientv3.Client) *renewals {
 	return r.(*renewals)
 }
 
-// renew renews lease once, within bound: it returns the send time of the
-// request etcd answered and the TTL it answered (0 for a lease that is
-// gone). A stream that ends before the bound is replaced and the renewal
+// renew renews lease once, within bound: it returns what etcd answered. A stream that ends before the bound is replaced and the renewal
 // sent again on the new one. A renewal still unanswered at the bound
 // leaves its send pending on its stream, so that a late answer is still
 // credited to it and to no newer send. quiet is how long a send may go
 // unanswered before the stream counts as quiet (see renewals).
-func (r *renewals) renew(ctx context.Context, lease clientv3.LeaseID, bound, quiet time.Duration, now func() time.Duration) (time.Duration, int64, error) {
+func (r *renewals) renew(ctx context.Context, lease clientv3.LeaseID, bound, quiet time.Duration, now func() time.Duration) (renewed, error) {
 	bctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	pause := renewPause
@@ -152,21 +159,21 @@ func (r *renewals) renew(ctx context.Context, lease clientv3.LeaseID, bound, qui
 			}
 			r.leave(ka)
 			if a.err == nil {
-				return s.at, a.ttl, nil
+				return renewed{at: s.at, ttl: a.ttl, rev: a.rev}, nil
 			}
 			err = a.err
 		}
 		if bctx.Err() != nil {
-			return 0, 0, bctx.Err()
+			return renewed{}, bctx.Err()
 		}
 		if Permanent(err) || errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return 0, 0, err
+			return renewed{}, err
 		}
 		select {
 		case <-time.After(pause):
 			pause *= 2
 		case <-bctx.Done():
-			return 0, 0, bctx.Err()
+			return renewed{}, bctx.Err()
 		}
 	}
 }
@@ -314,8 +321,10 @@ func (r *renewals) receive(ka *keepAliveStream) {
 			r.drop(ka, rpctypes.Error(err))
 			return
 		}
+		var rev int64
 		if resp.Header != nil {
-			r.seen(resp.Header.Revision)
+			rev = resp.Header.Revision
+			r.seen(rev)
 			r.seeTerm(resp.Header)
 		}
 		ka.mu.Lock()
@@ -328,7 +337,7 @@ func (r *renewals) receive(ka *keepAliveStream) {
 		}
 		ka.mu.Unlock()
 		if s != nil {
-			s.done <- renewalAnswer{ttl: resp.TTL}
+			s.done <- renewalAnswer{ttl: resp.TTL, rev: rev}
 		}
 	}
 }

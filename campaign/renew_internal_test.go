@@ -131,8 +131,8 @@ const never = time.Hour
 func renewAsync(r *renewals, ctx context.Context, lease clientv3.LeaseID, bound, quiet time.Duration, now func() time.Duration) <-chan renewResult {
 	out := make(chan renewResult, 1)
 	go func() {
-		at, ttl, err := r.renew(ctx, lease, bound, quiet, now)
-		out <- renewResult{at, ttl, err}
+		a, err := r.renew(ctx, lease, bound, quiet, now)
+		out <- renewResult{a.at, a.ttl, err}
 	}()
 	return out
 }

@@ -52,6 +52,11 @@ type Term struct {
 	// hold is the boot-clock time before which neither the term's child
 	// nor, through its revoke, any term behind it may start (holdUntil).
 	hold atomic.Int64
+	// prev is the lease of this candidate's term before this one; 0: none.
+	prev clientv3.LeaseID
+	// leading is set once Lead runs: the term's renewals then move
+	// Campaigner.judged on.
+	leading atomic.Bool
 }
 
 // withSlot is the term's record once it took slot i.
@@ -86,6 +91,7 @@ func (t *Term) endedEarly(err error) {
 	}
 	if now := t.c.cfg.Now(); t.Deadline() > now || t.raftMoved() {
 		raise(&t.c.sitOutUntil, int64(now+t.TTL))
+		t.c.noteEarly(t.Lease, now)
 	}
 }
 
@@ -166,8 +172,8 @@ func (t *Term) renewOnce(ctx context.Context, bound time.Duration) error {
 		start = t.c.cfg.Now()
 	}
 	done := t.c.answers.begin()
-	sent, ttl, err := t.c.renewals.renew(ctx, t.Lease, bound, quietAfter(t.TTL), t.c.cfg.Now)
-	if err == nil && ttl <= 0 {
+	a, err := t.c.renewals.renew(ctx, t.Lease, bound, quietAfter(t.TTL), t.c.cfg.Now)
+	if err == nil && a.ttl <= 0 {
 		err = rpctypes.ErrLeaseNotFound
 	}
 	done(ctx, err)
@@ -183,8 +189,13 @@ func (t *Term) renewOnce(ctx context.Context, bound time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("renewal: %w", err)
 	}
-	t.setDeadline(sent + time.Duration(ttl)*time.Second)
-	raise(&t.sentAt, int64(sent))
+	t.setDeadline(a.at + time.Duration(a.ttl)*time.Second)
+	raise(&t.sentAt, int64(a.at))
+	if t.leading.Load() && t.c.holders() == 1 {
+		// The lease lived at that revision, and it led: no other term
+		// ran a child then (Campaigner.judged).
+		raise(&t.c.judged, a.rev)
+	}
 	return nil
 }
 

@@ -368,4 +368,32 @@ var breaks = []breakage{
 		new: "",
 		pkg: "./internal/e2e", tests: "^TestRenewIntervalReachesLeader$",
 	},
+	{
+		name: "replay: the deletes since the last look", file: "campaign/early.go",
+		why: "a candidate that campaigns again after a raft leader's sweep finds nothing ahead and starts beside the swept term's child",
+		old: "\tif from == 0 || from >= t.Rev {\n",
+		new: "\tif true {\n",
+		pkg: "./campaign", tests: "^TestReplayBeforeACampaign$",
+	},
+	{
+		name: "replay: compacted history held", file: "campaign/early.go",
+		why: "a candidate whose history since its last look was compacted starts at once, although a term may have been swept in it",
+		old: "\t\t\th := hold{until: now + t.TTL, key: t.Sentinel, why: notSeen}\n",
+		new: "\t\t\th := hold{}\n",
+		pkg: "./campaign", tests: "^TestReplayBeforeACampaign$",
+	},
+	{
+		name: "replay: a leader looks as it leads", file: "campaign/term.go",
+		why: "a leader's renewals no longer move on what it has looked at: one that campaigns again after a compaction during its term holds its start for a TTL",
+		old: "\tif t.leading.Load() && t.c.holders() == 1 {\n",
+		new: "\tif false {\n",
+		pkg: "./campaign", tests: "^TestReplayBeforeACampaign$",
+	},
+	{
+		name: "replay: its own term before passed over", file: "campaign/early.go",
+		why: "a candidate's own graceful end before a raft leader change reads as a sweep in its next replay, which holds its start for a TTL",
+		old: "\t\t\tif t.prev != 0 && key == own {\n",
+		new: "\t\t\tif t.prev != 0 && key == own && false {\n",
+		pkg: "./campaign", tests: "^TestReplayBeforeACampaign$",
+	},
 }
