@@ -284,6 +284,13 @@ func (t *Term) wait(ctx context.Context, v view) error {
 		if err != nil {
 			return t.waitErr(ctx)
 		}
+		// An early end ahead holds the term's revoke from now, should the
+		// term end before it starts (awaitHold), its lease gone or not.
+		for _, w := range woke {
+			if w.early > 0 {
+				raise(&t.hold, int64(w.at+w.early))
+			}
+		}
 		// A wake-up asks etcd about the leases of the keys that moved and
 		// reads again, both at once; the read decides.
 		gone := make(chan map[clientv3.LeaseID]bool, 1)
@@ -297,9 +304,6 @@ func (t *Term) wait(ctx context.Context, v view) error {
 				delete(pending, l)
 				if w.early > 0 && w.at+w.early > hold {
 					hold, held = w.at+w.early, w.key
-					// Held from now, should the term end before it starts:
-					// its revoke waits for it (awaitHold).
-					raise(&t.hold, int64(hold))
 				}
 			} else {
 				pending[l] = pending[l] || v.bare[l]

@@ -161,6 +161,49 @@ func TestEarlyEndAfterRaftLeaderChange(t *testing.T) {
 		tc.Revoke()
 	})
 
+	// B sees W, the term ahead, end early while A, further ahead, still
+	// stands, so B waits on; B ends then: its revoke must wait out W's
+	// TTL all the same, or C, behind it, starts as soon as A goes.
+	t.Run("a-hold-outlives-a-wait-that-goes-on", func(t *testing.T) {
+		p := newEarlyPair(t, cluster) // A leads, "B" is W here
+		w := newest(t, p.cli, p.fb.l)
+		resp, err := p.cli.Get(t.Context(), w)
+		if err != nil || len(resp.Kvs) == 0 {
+			t.Fatalf("W's queue key: %v", err)
+		}
+		blog := newTestLog()
+		fb := newFixture(t, p.cli)
+		fb.l, fb.ttl, fb.n, fb.log = p.fb.l, campaign.MinTTL, 2, blog
+		bctx, stopB := context.WithCancel(t.Context())
+		b := fb.waiting(bctx, 2)
+		fc := newFixture(t, p.cli)
+		fc.l, fc.ttl, fc.n = p.fb.l, campaign.MinTTL, 3
+		c := fc.waiting(t.Context(), 3)
+		p.move(t)
+		at := bootclock.Now()
+		if _, err := p.cli.Revoke(t.Context(), clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+			t.Fatal(err)
+		}
+		i := blog.waitFor(t, 0, nil, "predecessor moved")
+		blog.waitFor(t, i, nil, "start read answered")
+		stopB()
+		if r := <-b; !errors.Is(r.err, campaign.ErrNotLeader) {
+			t.Fatalf("B's campaign = %v, want ErrNotLeader", r.err)
+		}
+		// A ends gracefully, having learnt of the new raft term.
+		select {
+		case <-p.renewed:
+		case <-time.After(safety):
+			t.Fatal("A did not renew after the move")
+		}
+		p.a.Revoke()
+		tc := fc.await(c)
+		if now := bootclock.Now(); now < at+campaign.MinTTL {
+			t.Errorf("C leads %s after W's lease was revoked, before W's TTL of %s had passed; B:\n%s", now-at, campaign.MinTTL, strings.Join(blog.lines, "\n"))
+		}
+		tc.Revoke()
+	})
+
 	t.Run("revoked-without-a-change-is-followed-at-once", func(t *testing.T) {
 		p := newEarlyPair(t, cluster)
 		p.revoke(t)

@@ -369,6 +369,13 @@ var breaks = []breakage{
 		pkg: "./internal/e2e", tests: "^TestRenewIntervalReachesLeader$",
 	},
 	{
+		name: "early end: held from the wake-up", file: "campaign/barrier.go",
+		why: "a waiter that saw the term ahead end early, and waits on for one further ahead, revokes at once when it ends: the candidate behind it starts beside the swept term's child",
+		old: "\t\t\t\traise(&t.hold, int64(w.at+w.early))\n",
+		new: "\t\t\t\t_ = w\n",
+		pkg: "./campaign", tests: "^TestEarlyEndAfterRaftLeaderChange$",
+	},
+	{
 		name: "replay: the deletes since the last look", file: "campaign/early.go",
 		why: "a candidate that campaigns again after a raft leader's sweep finds nothing ahead and starts beside the swept term's child",
 		old: "\tif from == 0 || from >= t.Rev {\n",
