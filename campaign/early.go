@@ -251,6 +251,9 @@ func (t *Term) replay(ctx context.Context) (hold, error) {
 			return hold{}, t.waitErr(ctx)
 		}
 		now := t.c.cfg.Now()
+		if ctx.Err() != nil {
+			return hold{}, t.waitErr(ctx)
+		}
 		if err := w.resp.Err(); !w.ok || err != nil {
 			t.c.log.Debug("could not replay the election's history", "from", from, "error", err)
 			h := hold{until: now + t.TTL, key: t.Sentinel, why: notSeen}
