@@ -42,15 +42,15 @@ var breaks = []breakage{
 	{
 		name: "raft change: the hold", file: "campaign/barrier.go",
 		why: "a waiter starts at once after a lease ahead ended early after a raft leader change, beside that term's child",
-		old: "\treturn t.holdUntil(ctx, hold, held)\n",
-		new: "\treturn t.holdUntil(ctx, 0, held)\n",
+		old: "\treturn t.holdUntil(ctx, hold, held, aheadEnded)\n",
+		new: "\treturn t.holdUntil(ctx, 0, held, aheadEnded)\n",
 		pkg: "./campaign", tests: "^TestEarlyEndAfterRaftLeaderChange$",
 	},
 	{
 		name: "raft change: the hold (e2e)", file: "campaign/barrier.go",
 		why: "the same, through the binary, with the old leader's child slow to stop",
-		old: "\treturn t.holdUntil(ctx, hold, held)\n",
-		new: "\treturn t.holdUntil(ctx, 0, held)\n",
+		old: "\treturn t.holdUntil(ctx, hold, held, aheadEnded)\n",
+		new: "\treturn t.holdUntil(ctx, 0, held, aheadEnded)\n",
 		pkg: "./internal/e2e", tests: "^TestEarlyEndAfterRaftLeaderChangeIsWaitedOut$",
 	},
 	{
@@ -280,8 +280,8 @@ var breaks = []breakage{
 	{
 		name: "renewal: deadline from the send time", file: "campaign/term.go",
 		why: "the deadline counts from when the answer came, not from when the renewal was sent, so it can run past etcd's expiry",
-		old: "\tt.setDeadline(sent + time.Duration(ttl)*time.Second)\n",
-		new: "\t_ = sent\n\tt.setDeadline(t.c.cfg.Now() + time.Duration(ttl)*time.Second)\n",
+		old: "\tt.setDeadline(a.at + time.Duration(a.ttl)*time.Second)\n",
+		new: "\tt.setDeadline(t.c.cfg.Now() + time.Duration(a.ttl)*time.Second)\n",
 		pkg: "./campaign", tests: "^TestRenewals$",
 	},
 	{
