@@ -96,15 +96,16 @@ type Campaigner struct {
 	// this candidate; 0 before its first term. A term replays the
 	// sentinels' deletes after it (Term.replay).
 	judged atomic.Int64
-	// last is the lease of this candidate's newest term: the one before
-	// it, its own, a replay passes over (Term.replay).
-	last atomic.Int64
-	// early is this candidate's last term that ended early, and when that
-	// was seen (noteEarly): its sit-out covers what ended before it.
-	early struct {
+	// own holds the leases of this candidate's terms since its last
+	// replay, whose ends a replay passes over: their children are gone
+	// (Term.replay). early is the last of its terms that ended early, and
+	// when that was seen (noteEarly): its sit-out covers what ended
+	// before it.
+	own struct {
 		sync.Mutex
-		lease clientv3.LeaseID
-		at    time.Duration
+		leases []clientv3.LeaseID
+		early  clientv3.LeaseID
+		at     time.Duration
 	}
 }
 
@@ -317,7 +318,7 @@ func (c *Campaigner) grant(ctx context.Context) (*Term, error) {
 		Sentinel: l.SentinelKey(resp.ID),
 		TTL:      time.Duration(resp.TTL) * time.Second,
 	}
-	t.prev = clientv3.LeaseID(c.last.Swap(int64(t.Lease)))
+	c.noteTerm(t.Lease)
 	t.rec = record{key: t.Key, holders: c.holders(), slot: -1, containment: c.cfg.Containment, grant: grantMark{term: known, ttl: t.TTL}}
 	t.ctx, t.lose = context.WithCancelCause(context.Background())
 	t.dl.Store(int64(sent + t.TTL))

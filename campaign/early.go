@@ -3,6 +3,7 @@ package campaign
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -172,9 +173,38 @@ func (t *Term) awaitHold() {
 // noteEarly remembers that a term of this candidate, on lease, ended early,
 // seen at boot-clock time at: Campaign sits out a TTL from then.
 func (c *Campaigner) noteEarly(lease clientv3.LeaseID, at time.Duration) {
-	c.early.Lock()
-	defer c.early.Unlock()
-	c.early.lease, c.early.at = lease, at
+	c.own.Lock()
+	defer c.own.Unlock()
+	c.own.early, c.own.at = lease, at
+}
+
+// maxOwn bounds the own leases a replay passes over: beyond it the oldest
+// are forgotten, and their ends judged as any other's, the safe side.
+const maxOwn = 64
+
+// noteTerm remembers the lease of a new term of this candidate.
+func (c *Campaigner) noteTerm(lease clientv3.LeaseID) {
+	c.own.Lock()
+	defer c.own.Unlock()
+	if len(c.own.leases) >= maxOwn {
+		c.own.leases = slices.Delete(c.own.leases, 0, 1)
+	}
+	c.own.leases = append(c.own.leases, lease)
+}
+
+// ownSince is what a replay needs of this candidate's own terms: the
+// leases of those since the last replay, which the term's replay now
+// takes on (only the term's own is kept), and the last that ended early
+// among them, with when that was seen (0 when none did).
+func (t *Term) ownSince() (leases []clientv3.LeaseID, early clientv3.LeaseID, at time.Duration) {
+	c := t.c
+	c.own.Lock()
+	defer c.own.Unlock()
+	leases, c.own.leases = c.own.leases, []clientv3.LeaseID{t.Lease}
+	if slices.Contains(leases, c.own.early) {
+		early, at = c.own.early, c.own.at
+	}
+	return leases, early, at
 }
 
 // A hold from a replay (Term.replay): until when, for which key, and why.
@@ -195,9 +225,9 @@ type sweptEnd struct {
 
 // sweptUntil is the hold that ends, seen in a replay, ask for. A delete is
 // waited out from when it was heard, except those at or before own, the
-// delete of this candidate's term before, should it have ended early (0:
-// it did not): those came before ownAt, when that end was seen, from which
-// the candidate has sat out a TTL already.
+// delete of a term of this candidate that ended early (0: none did): those
+// came before ownAt, when that end was seen, from which the candidate has
+// sat out a TTL already.
 func sweptUntil(ends []sweptEnd, own int64, ownAt time.Duration) hold {
 	var h hold
 	for _, e := range ends {
@@ -235,11 +265,12 @@ func (t *Term) replay(ctx context.Context) (hold, error) {
 		raise(&t.c.judged, t.Rev)
 		return hold{}, nil
 	}
-	t.c.early.Lock()
-	early, ownAt := t.c.early.lease == t.prev, t.c.early.at
-	t.c.early.Unlock()
-	own := t.c.cfg.Layout.SentinelKey(t.prev)
-	ws, stop := t.watchAll(ctx, []string{t.c.cfg.Layout.SentinelPrefix()}, from, clientv3.WithPrefix(), clientv3.WithPrevKV())
+	own, early, ownAt := t.ownSince()
+	l := t.c.cfg.Layout
+	mine := func(key string) bool {
+		return slices.ContainsFunc(own, func(id clientv3.LeaseID) bool { return key == l.SentinelKey(id) })
+	}
+	ws, stop := t.watchAll(ctx, []string{l.SentinelPrefix()}, from, clientv3.WithPrefix(), clientv3.WithPrevKV())
 	defer stop()
 	var ends []sweptEnd
 	var ownRev int64
@@ -268,14 +299,14 @@ func (t *Term) replay(ctx context.Context) (hold, error) {
 				raise(&t.c.judged, t.Rev)
 				return h, nil
 			}
-			if ev.Type != clientv3.EventTypeDelete || ev.PrevKv != nil && !t.c.cfg.Layout.ValidSentinel(ev.PrevKv) {
+			if ev.Type != clientv3.EventTypeDelete || ev.PrevKv != nil && !l.ValidSentinel(ev.PrevKv) {
 				continue
 			}
 			key := string(ev.Kv.Key)
-			if t.prev != 0 && key == own {
-				// The term before this one, whose child is gone: no sign
-				// of another's, unless it too ended early.
-				if early {
+			if mine(key) {
+				// A term of this candidate, whose child is gone: no sign
+				// of another's, unless it ended early.
+				if early != 0 && key == l.SentinelKey(early) {
 					ownRev = ev.Kv.ModRevision
 				}
 				continue

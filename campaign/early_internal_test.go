@@ -1,6 +1,7 @@
 package campaign
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -107,5 +108,31 @@ func TestSweptUntil(t *testing.T) {
 	}
 	if h := sweptUntil([]sweptEnd{{rev: 1, heard: s}}, 0, 0); h.until != 0 {
 		t.Errorf("an end that was no early one holds until %s", h.until)
+	}
+}
+
+// A replay passes over every term of the candidate's own since the last
+// replay, not only the one before: a campaign that failed after its grant
+// leaves a term between them.
+func TestOwnSince(t *testing.T) {
+	c := &Campaigner{}
+	for _, l := range []clientv3.LeaseID{1, 2, 3} {
+		c.noteTerm(l)
+	}
+	c.noteEarly(2, 7*time.Second)
+	tm := &Term{c: c, Lease: 3}
+	leases, early, at := tm.ownSince()
+	if !slices.Equal(leases, []clientv3.LeaseID{1, 2, 3}) || early != 2 || at != 7*time.Second {
+		t.Errorf("ownSince = %v, %d, %s; want [1 2 3], 2, 7s", leases, early, at)
+	}
+	c.noteTerm(4)
+	if leases, early, _ := (&Term{c: c, Lease: 4}).ownSince(); !slices.Equal(leases, []clientv3.LeaseID{3, 4}) || early != 0 {
+		t.Errorf("the next replay's ownSince = %v, %d; want [3 4], and no early end among them", leases, early)
+	}
+	for l := range clientv3.LeaseID(2 * maxOwn) {
+		c.noteTerm(l + 10)
+	}
+	if len(c.own.leases) != maxOwn {
+		t.Errorf("%d own leases kept, want at most %d", len(c.own.leases), maxOwn)
 	}
 }

@@ -135,8 +135,9 @@ func renewalsOf(cli *clientv3.Client) *renewals {
 	return r.(*renewals)
 }
 
-// renew renews lease once, within bound: it returns what etcd answered. A stream that ends before the bound is replaced and the renewal
-// sent again on the new one. A renewal still unanswered at the bound
+// renew renews lease once, within bound: it returns what etcd answered.
+// A stream that ends before the bound is replaced and the renewal sent
+// again on the new one. A renewal still unanswered at the bound
 // leaves its send pending on its stream, so that a late answer is still
 // credited to it and to no newer send. quiet is how long a send may go
 // unanswered before the stream counts as quiet (see renewals).

@@ -52,8 +52,6 @@ type Term struct {
 	// hold is the boot-clock time before which neither the term's child
 	// nor, through its revoke, any term behind it may start (holdUntil).
 	hold atomic.Int64
-	// prev is the lease of this candidate's term before this one; 0: none.
-	prev clientv3.LeaseID
 	// leading is set once Lead runs: the term's renewals then move
 	// Campaigner.judged on.
 	leading atomic.Bool

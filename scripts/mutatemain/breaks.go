@@ -397,10 +397,10 @@ var breaks = []breakage{
 		pkg: "./campaign", tests: "^TestReplayBeforeACampaign$",
 	},
 	{
-		name: "replay: its own term before passed over", file: "campaign/early.go",
+		name: "replay: its own terms passed over", file: "campaign/early.go",
 		why: "a candidate's own graceful end before a raft leader change reads as a sweep in its next replay, which holds its start for a TTL",
-		old: "\t\t\tif t.prev != 0 && key == own {\n",
-		new: "\t\t\tif t.prev != 0 && key == own && false {\n",
+		old: "\t\t\tif mine(key) {\n",
+		new: "\t\t\tif mine(key) && false {\n",
 		pkg: "./campaign", tests: "^TestReplayBeforeACampaign$",
 	},
 }
