@@ -234,6 +234,7 @@ func (r *Runner) startChild(term *Leadership) (Child, *Outcome) {
 			r.mon.TermEnded(ops.ReasonPastFence)
 			r.log.Warn("term lost before the child started; campaigning again", "error", err)
 			forgetRun(term)
+			r.lost = true
 			return nil, nil
 		case errors.As(err, &execErr):
 			r.mon.TermEnded(ops.ReasonStartFailed)
@@ -272,6 +273,7 @@ func (r *Runner) afterChild(res supervisor.Result, st termState) *Outcome {
 		r.mon.TermEnded(reason)
 		r.resigned = reason == ops.ReasonResigned || reason == ops.ReasonPaused || reason == ops.ReasonIneligible
 		r.unhealthy = reason == ops.ReasonUnhealthy
+		r.lost = !r.resigned && !r.unhealthy
 		if reason == ops.ReasonPaused {
 			r.log.Info("stopped the command: the election is paused")
 			if r.cfg.Once {

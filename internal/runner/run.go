@@ -29,12 +29,7 @@ var errStopped = errors.New("stopped by signal")
 // as a stop signal would.
 func (r *Runner) Run(ctx context.Context) *Outcome {
 	defer r.keepers.Drop()
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = 500 * time.Millisecond
-	// Capped low: while it backs off, a candidate is not in the queue, and
-	// with every candidate backing off the election has no leader.
-	b.MaxInterval = 5 * time.Second
-	b.MaxElapsedTime = 0 // a daemon must outlive any etcd outage
+	b := newBackoff(r.cfg.Timing.TTL)
 	r.mon.Say("connecting to etcd")
 	for {
 		if o := r.awaitEligible(ctx); o != nil {
@@ -71,10 +66,32 @@ func (r *Runner) Run(ctx context.Context) *Outcome {
 			}
 			continue
 		}
+		if r.lost {
+			r.lost = false
+			b.Reset()
+		}
 		if err := r.pause(ctx, b.NextBackOff()); err != nil {
 			return end(Stopped, 0, nil)
 		}
 	}
+}
+
+// newBackoff is the pause before a campaign after a failed one, a lost
+// term or a child's exit under --restart: exponential, so that a child that
+// keeps failing, or an etcd that keeps refusing, is not hammered. It is
+// capped low, at half the TTL up to 5 s: while it backs off a candidate is
+// not in the queue, and with every candidate backing off the election has
+// no leader. A lost term resets it (Runner.lost): after an etcd fault
+// every candidate's terms may be lost at once, fault after fault, and a
+// backoff grown over them would leave the election leaderless for its
+// length once etcd is back. A term that lasts a minute resets it too.
+func newBackoff(ttl time.Duration) *backoff.ExponentialBackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 500 * time.Millisecond
+	b.MaxInterval = max(b.InitialInterval, min(5*time.Second, ttl/2))
+	b.MaxElapsedTime = 0 // a daemon must outlive any etcd outage
+	b.Reset()
+	return b
 }
 
 // campaignFailed decides whether a failed campaign ends the run: nil means
@@ -112,6 +129,7 @@ func (r *Runner) campaignFailed(err error) *Outcome {
 		r.resigned = true
 		return nil
 	}
+	r.lost = errors.Is(err, campaign.ErrKeyDeleted) || errors.Is(err, campaign.ErrKeyReplaced) || errors.Is(err, campaign.ErrLeaseLost)
 	r.log.Warn("campaign failed", "error", err, "endpoints", r.cfg.Endpoints)
 	return nil
 }

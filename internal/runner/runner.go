@@ -141,6 +141,10 @@ type Runner struct {
 	// unhealthy: the last term stepped down for its command's health, so
 	// the candidate sits out before it queues again (sitOutSick).
 	unhealthy bool
+	// lost: the last term, leading or waiting, was taken from the
+	// candidate (a fence, its keys or lease gone), which is no failure of
+	// its own: the backoff starts afresh (newBackoff).
+	lost bool
 	// sick and restarts damp the health check's step-downs and restarts
 	// in place; lastUnhealthy is the last unhealthy verdict.
 	sick, restarts *backoff.ExponentialBackOff

@@ -410,3 +410,62 @@ func TestAbandonedTermForgetsItsRun(t *testing.T) {
 		t.Errorf("a command started: %s", g.j)
 	}
 }
+
+// A lost term is no failure of the candidate's: each one is followed by the
+// first backoff, not by one grown over the terms lost before it, which
+// after an etcd fault that takes every candidate's term, fault after fault,
+// would leave the election leaderless for its length.
+func TestLostTermsDoNotGrowTheBackoff(t *testing.T) {
+	const rounds = 5
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Leadership, error) {
+		g.keepers.obeys = true
+		var c []func(int) (*Leadership, error)
+		for range rounds + 1 {
+			c = append(c, g.wins())
+		}
+		return c
+	})
+	for i := range rounds {
+		g.keepers.child(t, i)
+		g.terms[i].lose <- campaign.ErrKeyDeleted
+	}
+	g.keepers.child(t, rounds)
+	g.sigs <- syscall.SIGTERM
+	if o := g.outcome(t); o.Kind != Stopped {
+		t.Fatalf("outcome %+v, want stopped", o)
+	}
+	m := regexp.MustCompile(`backing off: delay=(\S+)`).FindAllStringSubmatch(g.log.String(), -1)
+	if len(m) != rounds {
+		t.Fatalf("%d backoffs logged, want %d:\n%s", len(m), rounds, g.log)
+	}
+	first := newBackoff(baseConfig().Timing.TTL)
+	most := time.Duration(float64(first.InitialInterval) * (1 + first.RandomizationFactor))
+	for _, x := range m {
+		if d, err := time.ParseDuration(x[1]); err != nil || d > most {
+			t.Errorf("backed off %s after a lost term, want at most the first backoff's %s:\n%s", x[1], most, g.log)
+		}
+	}
+}
+
+// The backoff is capped at half the TTL, up to 5 s: a candidate that backs
+// off is out of the queue.
+func TestBackoffCap(t *testing.T) {
+	for _, c := range []struct{ ttl, want time.Duration }{
+		{2 * time.Second, time.Second},
+		{6 * time.Second, 3 * time.Second},
+		{15 * time.Second, 5 * time.Second},
+		{time.Hour, 5 * time.Second},
+	} {
+		b := newBackoff(c.ttl)
+		most := time.Duration(float64(c.want) * (1 + b.RandomizationFactor))
+		for range 40 {
+			if d := b.NextBackOff(); d > most {
+				t.Errorf("TTL %s: backoff %s, want at most %s", c.ttl, d, most)
+				break
+			}
+		}
+		if b.MaxInterval != c.want {
+			t.Errorf("TTL %s: cap %s, want %s", c.ttl, b.MaxInterval, c.want)
+		}
+	}
+}
