@@ -376,6 +376,20 @@ var breaks = []breakage{
 		pkg: "./campaign", tests: "^TestEarlyEndAfterRaftLeaderChange$",
 	},
 	{
+		name: "backoff: a lost term starts afresh", file: "internal/runner/run.go",
+		why: "each term lost to etcd grows the backoff, so after a run of etcd faults every candidate is out of the queue for seconds once etcd is back",
+		old: "\t\tif r.lost {\n",
+		new: "\t\tif false {\n",
+		pkg: "./internal/runner", tests: "^TestLostTermsDoNotGrowTheBackoff$",
+	},
+	{
+		name: "backoff: capped at half the TTL", file: "internal/runner/run.go",
+		why: "at a short TTL a candidate backs off for up to 7.5 s, out of the queue",
+		old: "\tb.MaxInterval = max(b.InitialInterval, min(5*time.Second, ttl/2))\n",
+		new: "\tb.MaxInterval = 5 * time.Second\n",
+		pkg: "./internal/runner", tests: "^TestBackoffCap$",
+	},
+	{
 		name: "replay: the deletes since the last look", file: "campaign/early.go",
 		why: "a candidate that campaigns again after a raft leader's sweep finds nothing ahead and starts beside the swept term's child",
 		old: "\tif from == 0 || from >= t.Rev {\n",
