@@ -185,6 +185,10 @@ func (c *Campaigner) Campaign(ctx context.Context) (_ *Term, err error) {
 	defer func() {
 		if !ok {
 			c.notePause(err)
+			// A read that found the term's keys or lease gone may come
+			// before the guard's event, which the revoke then mutes: the
+			// early end is noted here all the same.
+			t.endedEarly(err)
 			t.ForgetRun() // its child never started
 			t.Revoke()
 		}

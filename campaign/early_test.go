@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -230,5 +231,73 @@ func firstDelete(t *testing.T, wch clientv3.WatchChan) *clientv3.Event {
 		case <-deadline:
 			t.Fatal("no delete of the sentinel")
 		}
+	}
+}
+
+// A waiter's own keys and the term ahead's sentinel deleted in one
+// revision, as a sweep (or an operator) may: the wake-up's start read finds
+// its own keys gone, and the campaign ends, whether or not its guard has
+// heard of it yet. Either way the early end is noted, and the candidate
+// sits out a TTL before it campaigns again: the term ahead's child may
+// still run. The guard is held at its log line until the revoke begins,
+// so that the start read comes first, as it did in an e2e run.
+func TestEarlyEndFoundByTheStartRead(t *testing.T) {
+	cluster := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	cli := etcdtest.NewClient(t, cluster.Member(0).ClientAddr())
+	fa := newFixture(t, cli)
+	fa.ttl = campaign.MinTTL
+	a := fa.lead()
+	hold(a)
+	revoking := make(chan struct{})
+	var once sync.Once
+	blog := newTestLog()
+	blog.stall = func(msg string) {
+		switch msg {
+		case "key deleted":
+			select {
+			case <-revoking:
+			case <-time.After(safety):
+			}
+		case "revoking lease":
+			once.Do(func() { close(revoking) })
+		}
+	}
+	fb := newFixture(t, cli)
+	fb.l, fb.ttl, fb.n, fb.log = fa.l, campaign.MinTTL, 1, blog
+	b := fb.campaigner(false)
+	out := make(chan result, 1)
+	go func() {
+		tb, err := b.Campaign(t.Context())
+		out <- result{tb, err}
+	}()
+	// B is the only candidate of its fixture: the first it reports next in
+	// line is B, waiting behind A.
+	var bKey string
+	select {
+	case bKey = <-fb.front:
+	case r := <-out:
+		t.Fatalf("B stopped waiting (err %v)", r.err)
+	case <-time.After(safety):
+		t.Fatal("B did not queue")
+	}
+	resp, err := cli.Get(t.Context(), bKey)
+	if err != nil || len(resp.Kvs) == 0 {
+		t.Fatalf("B's queue key: %v", err)
+	}
+	bLease := clientv3.LeaseID(resp.Kvs[0].Lease)
+	if _, err := cli.Txn(t.Context()).Then(
+		clientv3.OpDelete(a.Sentinel), clientv3.OpDelete(a.Key),
+		clientv3.OpDelete(fb.l.SentinelKey(bLease)), clientv3.OpDelete(bKey)).Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-out; !errors.Is(r.err, campaign.ErrKeyDeleted) {
+		t.Fatalf("B's campaign = %v, want its keys gone", r.err)
+	}
+	start := bootclock.Now()
+	ctx, cancel := context.WithTimeout(t.Context(), campaign.MinTTL/2)
+	defer cancel()
+	if tb, err := b.Campaign(ctx); err == nil {
+		tb.Revoke()
+		t.Fatalf("B led again %s after its keys were deleted, while A's child may run:\n%s", bootclock.Now()-start, strings.Join(blog.lines, "\n"))
 	}
 }
