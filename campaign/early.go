@@ -207,8 +207,9 @@ func (t *Term) ownSince() (leases []clientv3.LeaseID, early clientv3.LeaseID, at
 	return leases, early, at
 }
 
-// A hold from a replay (Term.replay): until when, for which key, and why.
-type hold struct {
+// startHold is a hold from a replay (Term.replay): until when, for which
+// key, and why.
+type startHold struct {
 	until time.Duration
 	key   string
 	why   string
@@ -228,8 +229,8 @@ type sweptEnd struct {
 // delete of a term of this candidate that ended early (0: none did): those
 // came before ownAt, when that end was seen, from which the candidate has
 // sat out a TTL already.
-func sweptUntil(ends []sweptEnd, own int64, ownAt time.Duration) hold {
-	var h hold
+func sweptUntil(ends []sweptEnd, own int64, ownAt time.Duration) startHold {
+	var h startHold
 	for _, e := range ends {
 		if e.early <= 0 {
 			continue
@@ -239,7 +240,7 @@ func sweptUntil(ends []sweptEnd, own int64, ownAt time.Duration) hold {
 			from = min(from, ownAt)
 		}
 		if from+e.early > h.until {
-			h = hold{until: from + e.early, key: e.key, why: sweptEnded}
+			h = startHold{until: from + e.early, key: e.key, why: sweptEnded}
 		}
 	}
 	return h
@@ -259,11 +260,11 @@ func sweptUntil(ends []sweptEnd, own int64, ownAt time.Duration) hold {
 // is unknown. A first term has nothing to replay. The watch is the term's
 // own, asked after as a wait's are; the term's own sentinel, put at its
 // create revision, ends it.
-func (t *Term) replay(ctx context.Context) (hold, error) {
+func (t *Term) replay(ctx context.Context) (startHold, error) {
 	from := t.c.judged.Load()
 	if from == 0 || from >= t.Rev {
 		raise(&t.c.judged, t.Rev)
-		return hold{}, nil
+		return startHold{}, nil
 	}
 	own, early, ownAt := t.ownSince()
 	l := t.c.cfg.Layout
@@ -279,15 +280,15 @@ func (t *Term) replay(ctx context.Context) (hold, error) {
 		select {
 		case w = <-ws:
 		case <-ctx.Done():
-			return hold{}, t.waitErr(ctx)
+			return startHold{}, t.waitErr(ctx)
 		}
 		now := t.c.cfg.Now()
 		if ctx.Err() != nil {
-			return hold{}, t.waitErr(ctx)
+			return startHold{}, t.waitErr(ctx)
 		}
 		if err := w.resp.Err(); !w.ok || err != nil {
 			t.c.log.Debug("could not replay the election's history", "from", from, "error", err)
-			h := hold{until: now + t.TTL, key: t.Sentinel, why: notSeen}
+			h := startHold{until: now + t.TTL, key: t.Sentinel, why: notSeen}
 			raise(&t.hold, int64(h.until))
 			raise(&t.c.judged, t.Rev)
 			return h, nil
