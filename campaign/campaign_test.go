@@ -297,6 +297,20 @@ func (l *testLog) line(level, msg string, args []any) {
 	l.grew = make(chan struct{})
 }
 
+// has reports whether a line logged so far contains part.
+func (l *testLog) has(part string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.ContainsFunc(l.lines, func(line string) bool { return strings.Contains(line, part) })
+}
+
+// String is every line logged so far, one per line.
+func (l *testLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
 // count is how many lines were logged so far.
 func (l *testLog) count() int {
 	l.mu.Lock()

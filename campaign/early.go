@@ -273,6 +273,13 @@ func (t *Term) replay(ctx context.Context) (startHold, error) {
 	}
 	ws, stop := t.watchAll(ctx, []string{l.SentinelPrefix()}, from, clientv3.WithPrefix(), clientv3.WithPrevKV())
 	defer stop()
+	// The hold holds the revoke from now; the history up to the term's
+	// own revision is judged.
+	judged := func(h startHold) (startHold, error) {
+		raise(&t.hold, int64(h.until))
+		raise(&t.c.judged, t.Rev)
+		return h, nil
+	}
 	var ends []sweptEnd
 	var ownRev int64
 	for {
@@ -280,25 +287,18 @@ func (t *Term) replay(ctx context.Context) (startHold, error) {
 		select {
 		case w = <-ws:
 		case <-ctx.Done():
-			return startHold{}, t.waitErr(ctx)
 		}
-		now := t.c.cfg.Now()
 		if ctx.Err() != nil {
 			return startHold{}, t.waitErr(ctx)
 		}
+		now := t.c.cfg.Now()
 		if err := w.resp.Err(); !w.ok || err != nil {
 			t.c.log.Debug("could not replay the election's history", "from", from, "error", err)
-			h := startHold{until: now + t.TTL, key: t.Sentinel, why: notSeen}
-			raise(&t.hold, int64(h.until))
-			raise(&t.c.judged, t.Rev)
-			return h, nil
+			return judged(startHold{until: now + t.TTL, key: t.Sentinel, why: notSeen})
 		}
 		for _, ev := range w.resp.Events {
 			if ev.Kv.ModRevision >= t.Rev {
-				h := sweptUntil(ends, ownRev, ownAt)
-				raise(&t.hold, int64(h.until))
-				raise(&t.c.judged, t.Rev)
-				return h, nil
+				return judged(sweptUntil(ends, ownRev, ownAt))
 			}
 			if ev.Type != clientv3.EventTypeDelete || ev.PrevKv != nil && !l.ValidSentinel(ev.PrevKv) {
 				continue

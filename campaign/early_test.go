@@ -3,7 +3,6 @@ package campaign_test
 import (
 	"context"
 	"errors"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,78 +19,88 @@ import (
 // holdLine is what a candidate logs when it waits out an early end.
 const holdLine = "waiting out its TTL before starting"
 
-// earlyPair is a leader A, holding, and a candidate B next behind it, at the
-// shortest TTL, on one member of a three-member cluster: the member the raft
-// leadership moves to with move, so that every answer both get after the
-// move names the new raft term. B's log is returned.
-type earlyPair struct {
+// movingLeader is a leader A, holding, at the shortest TTL, on one member
+// of a three-member cluster: the member the raft leadership moves to with
+// move, so that every answer A gets after the move names the new raft term.
+// Its candidates use cli, on the same member.
+type movingLeader struct {
 	cluster *etcdtest.Cluster
-	cli     *clientv3.Client // of the member both use
+	cli     *clientv3.Client // of the member A uses
 	to      int              // that member
-	fa, fb  *fixture
+	fa      *fixture         // A's
 	a       *campaign.Term
 	held    <-chan error // A's Lead
-	b       <-chan result
-	stopB   context.CancelFunc // ends B's campaign
-	log     *testLog           // B's
 	// moved is when move returned (Unix ns), and renewed hears each
 	// renewal of A's that was sent after that.
 	moved   atomic.Int64
 	renewed chan struct{}
 }
 
-func newEarlyPair(t *testing.T, cluster *etcdtest.Cluster) *earlyPair {
+// newMovingLeader readies A's fixture; lead makes A lead.
+func newMovingLeader(t *testing.T, cluster *etcdtest.Cluster) *movingLeader {
 	t.Helper()
-	p := &earlyPair{cluster: cluster, to: (cluster.RaftLeader(t) + 1) % 3, log: newTestLog(), renewed: make(chan struct{}, 1)}
-	p.cli = etcdtest.NewClient(t, cluster.Member(p.to).ClientAddr())
-	p.fa = newFixture(t, etcdtest.NewClient(t, cluster.Member(p.to).ClientAddr()))
-	p.fb = newFixture(t, p.cli)
-	p.fa.ttl, p.fb.ttl = campaign.MinTTL, campaign.MinTTL
-	p.fb.n = 1 // ids apart
-	p.fb.log = p.log
-	p.fa.renewed = func(latency time.Duration, err error) {
-		if m := p.moved.Load(); err == nil && m > 0 && time.Now().Add(-latency).UnixNano() > m {
+	m := &movingLeader{cluster: cluster, to: (cluster.RaftLeader(t) + 1) % 3, renewed: make(chan struct{}, 1)}
+	m.cli = etcdtest.NewClient(t, cluster.Member(m.to).ClientAddr())
+	m.fa = newFixture(t, etcdtest.NewClient(t, cluster.Member(m.to).ClientAddr()))
+	m.fa.ttl = campaign.MinTTL
+	m.fa.renewed = func(latency time.Duration, err error) {
+		if at := m.moved.Load(); err == nil && at > 0 && time.Now().Add(-latency).UnixNano() > at {
 			select {
-			case p.renewed <- struct{}{}:
+			case m.renewed <- struct{}{}:
 			default:
 			}
 		}
 	}
-	p.a = p.fa.lead()
-	p.held = hold(p.a)
-	ctx, cancel := context.WithCancel(t.Context())
-	p.stopB = cancel
-	p.b = p.fb.waiting(ctx, 1)
-	p.fb.next(p.b, newest(t, p.cli, p.fb.l))
-	return p
+	return m
 }
 
-// move hands the raft leadership to the member both use: a new raft term,
+func (m *movingLeader) lead() {
+	m.a = m.fa.lead()
+	m.held = hold(m.a)
+}
+
+// move hands the raft leadership to the member A uses: a new raft term,
 // as after a raft leader change that etcd made itself.
-func (p *earlyPair) move(t *testing.T) {
-	p.cluster.MoveLeader(t, p.to)
-	p.moved.Store(time.Now().UnixNano())
+func (m *movingLeader) move(t *testing.T) {
+	m.cluster.MoveLeader(t, m.to)
+	m.moved.Store(time.Now().UnixNano())
 }
 
 // revoke revokes A's lease as an operator, or a resumed raft leader's
 // sweep, would, and returns when it was sent on the boot clock.
-func (p *earlyPair) revoke(t *testing.T) time.Duration {
+func (m *movingLeader) revoke(t *testing.T) time.Duration {
 	t.Helper()
 	at := bootclock.Now()
-	if _, err := p.cli.Revoke(t.Context(), p.a.Lease); err != nil {
+	if _, err := m.cli.Revoke(t.Context(), m.a.Lease); err != nil {
 		t.Fatal(err)
 	}
-	if err := awaitErr(t, p.held); !errors.Is(err, campaign.ErrKeyDeleted) && !errors.Is(err, campaign.ErrLeaseLost) {
+	if err := awaitErr(t, m.held); !errors.Is(err, campaign.ErrKeyDeleted) && !errors.Is(err, campaign.ErrLeaseLost) {
 		t.Fatalf("A's Lead = %v, want its keys or lease gone", err)
 	}
 	return at
 }
 
-// waited reports whether B logged that it waits out an early end.
-func (p *earlyPair) waited() bool {
-	p.log.mu.Lock()
-	defer p.log.mu.Unlock()
-	return slices.ContainsFunc(p.log.lines, func(l string) bool { return strings.Contains(l, holdLine) })
+// earlyPair is a moving leader A and a candidate B next behind it. B's log
+// is kept.
+type earlyPair struct {
+	*movingLeader
+	fb    *fixture
+	b     <-chan result
+	stopB context.CancelFunc // ends B's campaign
+	log   *testLog           // B's
+}
+
+func newEarlyPair(t *testing.T, cluster *etcdtest.Cluster) *earlyPair {
+	t.Helper()
+	p := &earlyPair{movingLeader: newMovingLeader(t, cluster), log: newTestLog()}
+	p.lead()
+	p.fb = newFixture(t, p.cli)
+	p.fb.ttl, p.fb.n, p.fb.log = campaign.MinTTL, 1, p.log // ids apart
+	ctx, cancel := context.WithCancel(t.Context())
+	p.stopB = cancel
+	p.b = p.fb.waiting(ctx, 1)
+	p.fb.next(p.b, newest(t, p.cli, p.fb.l))
+	return p
 }
 
 // The promise at the campaign's level: a lease that ends early after a raft
@@ -113,8 +122,8 @@ func TestEarlyEndAfterRaftLeaderChange(t *testing.T) {
 		if now := bootclock.Now(); now < at+campaign.MinTTL {
 			t.Errorf("B leads %s after A's lease was revoked, before A's TTL of %s had passed", now-at, campaign.MinTTL)
 		}
-		if !p.waited() {
-			t.Errorf("B did not say it waits out the early end:\n%s", strings.Join(p.log.lines, "\n"))
+		if !p.log.has(holdLine) {
+			t.Errorf("B did not say it waits out the early end:\n%s", p.log)
 		}
 		tb.Revoke()
 	})
@@ -132,8 +141,8 @@ func TestEarlyEndAfterRaftLeaderChange(t *testing.T) {
 		wch := p.cli.Watch(t.Context(), p.a.Sentinel, clientv3.WithRev(p.a.Rev+1), clientv3.WithPrevKV())
 		p.a.Revoke()
 		tb := p.fb.await(p.b)
-		if p.waited() {
-			t.Errorf("B waited out the graceful end of A:\n%s", strings.Join(p.log.lines, "\n"))
+		if p.log.has(holdLine) {
+			t.Errorf("B waited out the graceful end of A:\n%s", p.log)
 		}
 		if ev := firstDelete(t, wch); !strings.Contains(string(ev.PrevKv.Value), " released") {
 			t.Errorf("A's sentinel %q did not say released before its revoke", ev.PrevKv.Value)
@@ -200,7 +209,7 @@ func TestEarlyEndAfterRaftLeaderChange(t *testing.T) {
 		p.a.Revoke()
 		tc := fc.await(c)
 		if now := bootclock.Now(); now < at+campaign.MinTTL {
-			t.Errorf("C leads %s after W's lease was revoked, before W's TTL of %s had passed; B:\n%s", now-at, campaign.MinTTL, strings.Join(blog.lines, "\n"))
+			t.Errorf("C leads %s after W's lease was revoked, before W's TTL of %s had passed; B:\n%s", now-at, campaign.MinTTL, blog)
 		}
 		tc.Revoke()
 	})
@@ -209,8 +218,8 @@ func TestEarlyEndAfterRaftLeaderChange(t *testing.T) {
 		p := newEarlyPair(t, cluster)
 		p.revoke(t)
 		tb := p.fb.await(p.b)
-		if p.waited() {
-			t.Errorf("B waited out an end with no raft leader change since A's grant:\n%s", strings.Join(p.log.lines, "\n"))
+		if p.log.has(holdLine) {
+			t.Errorf("B waited out an end with no raft leader change since A's grant:\n%s", p.log)
 		}
 		tb.Revoke()
 	})
@@ -298,6 +307,6 @@ func TestEarlyEndFoundByTheStartRead(t *testing.T) {
 	defer cancel()
 	if tb, err := b.Campaign(ctx); err == nil {
 		tb.Revoke()
-		t.Fatalf("B led again %s after its keys were deleted, while A's child may run:\n%s", bootclock.Now()-start, strings.Join(blog.lines, "\n"))
+		t.Fatalf("B led again %s after its keys were deleted, while A's child may run:\n%s", bootclock.Now()-start, blog)
 	}
 }

@@ -1,10 +1,6 @@
 package campaign_test
 
 import (
-	"errors"
-	"slices"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,30 +18,22 @@ const (
 	notSeenLine = "history since this candidate last looked is not at hand"
 )
 
-// replayPair is a candidate D that has had a term, and a leader A that
-// took over after it, holding, at the shortest TTL, both on the member
-// the raft leadership moves to with move (earlyPair).
+// replayPair is a candidate D that has had a term, and a moving leader A
+// that took over after it.
 type replayPair struct {
-	cluster *etcdtest.Cluster
-	cli     *clientv3.Client
-	to      int
-	d       *campaign.Campaigner
-	log     *testLog // D's
-	a       *campaign.Term
-	held    <-chan error // A's Lead
-	// dRenewed hears each renewal of D's; aRenewed each of A's sent after
-	// move returned (moved, Unix ns).
-	dRenewed, aRenewed chan struct{}
-	moved              atomic.Int64
+	*movingLeader
+	d   *campaign.Campaigner
+	log *testLog // D's
+	// dRenewed hears each renewal of D's.
+	dRenewed chan struct{}
 }
 
 // newReplayPair makes the pair. D's first term leads, renewing, until
 // during returns, if given, and ends gracefully before A campaigns.
 func newReplayPair(t *testing.T, cluster *etcdtest.Cluster, during func(p *replayPair)) *replayPair {
 	t.Helper()
-	p := &replayPair{cluster: cluster, to: (cluster.RaftLeader(t) + 1) % 3, log: newTestLog(),
-		dRenewed: make(chan struct{}, 1), aRenewed: make(chan struct{}, 1)}
-	p.cli = etcdtest.NewClient(t, cluster.Member(p.to).ClientAddr())
+	p := &replayPair{movingLeader: newMovingLeader(t, cluster), log: newTestLog(), dRenewed: make(chan struct{}, 1)}
+	p.fa.n = 1 // ids apart
 	fd := newFixture(t, p.cli)
 	fd.ttl, fd.log = campaign.MinTTL, p.log
 	fd.renewed = func(_ time.Duration, err error) {
@@ -65,22 +53,8 @@ func newReplayPair(t *testing.T, cluster *etcdtest.Cluster, during func(p *repla
 		awaitErr(t, held)
 	}
 	td.Revoke()
-	fa := newFixture(t, etcdtest.NewClient(t, cluster.Member(p.to).ClientAddr()))
-	fa.l, fa.ttl, fa.n = fd.l, campaign.MinTTL, 1
-	fa.renewed = func(latency time.Duration, err error) {
-		if m := p.moved.Load(); err == nil && m > 0 && time.Now().Add(-latency).UnixNano() > m {
-			signal(p.aRenewed)
-		}
-	}
-	p.a = fa.lead()
-	p.held = hold(p.a)
+	p.lead()
 	return p
-}
-
-// move hands the raft leadership to the member both use: a new raft term.
-func (p *replayPair) move(t *testing.T) {
-	p.cluster.MoveLeader(t, p.to)
-	p.moved.Store(time.Now().UnixNano())
 }
 
 // sweep revokes A's lease as a resumed raft leader's sweep would, after a
@@ -88,14 +62,7 @@ func (p *replayPair) move(t *testing.T) {
 func (p *replayPair) sweep(t *testing.T) time.Duration {
 	t.Helper()
 	p.move(t)
-	at := bootclock.Now()
-	if _, err := p.cli.Revoke(t.Context(), p.a.Lease); err != nil {
-		t.Fatal(err)
-	}
-	if err := awaitErr(t, p.held); !errors.Is(err, campaign.ErrKeyDeleted) && !errors.Is(err, campaign.ErrLeaseLost) {
-		t.Fatalf("A's Lead = %v, want its keys or lease gone", err)
-	}
-	return at
+	return p.revoke(t)
 }
 
 // again is D's next campaign, which finds the election empty.
@@ -106,19 +73,6 @@ func (p *replayPair) again(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(td.Revoke)
-}
-
-// logged reports whether D logged a line holding part.
-func (p *replayPair) logged(part string) bool {
-	p.log.mu.Lock()
-	defer p.log.mu.Unlock()
-	return slices.ContainsFunc(p.log.lines, func(l string) bool { return strings.Contains(l, part) })
-}
-
-func (p *replayPair) lines() string {
-	p.log.mu.Lock()
-	defer p.log.mu.Unlock()
-	return strings.Join(p.log.lines, "\n")
 }
 
 // The promise at the campaign's level, for a candidate with no term ahead
@@ -137,10 +91,10 @@ func TestReplayBeforeACampaign(t *testing.T) {
 		// A's child may run until A's deadline: at most A's TTL after the
 		// revoke, as every renewal A was credited was sent before it.
 		if now := bootclock.Now(); now < at+campaign.MinTTL {
-			t.Errorf("D leads %s after A's lease was revoked, before A's TTL of %s had passed:\n%s", now-at, campaign.MinTTL, p.lines())
+			t.Errorf("D leads %s after A's lease was revoked, before A's TTL of %s had passed:\n%s", now-at, campaign.MinTTL, p.log)
 		}
-		if !p.logged(sweptLine) {
-			t.Errorf("D did not say it waits out the swept term:\n%s", p.lines())
+		if !p.log.has(sweptLine) {
+			t.Errorf("D did not say it waits out the swept term:\n%s", p.log)
 		}
 	})
 
@@ -149,11 +103,11 @@ func TestReplayBeforeACampaign(t *testing.T) {
 		p.move(t)
 		// A learns of the new raft term from a renewal sent after the move,
 		// and so says that its child is gone before its revoke.
-		awaitSignal(t, p.aRenewed, "a renewal of A's after the move")
+		awaitSignal(t, p.renewed, "a renewal of A's after the move")
 		p.a.Revoke()
 		p.again(t)
-		if p.logged(holdLine) {
-			t.Errorf("D waited out the graceful end of A:\n%s", p.lines())
+		if p.log.has(holdLine) {
+			t.Errorf("D waited out the graceful end of A:\n%s", p.log)
 		}
 	})
 
@@ -167,8 +121,8 @@ func TestReplayBeforeACampaign(t *testing.T) {
 		if now := bootclock.Now(); now < start+campaign.MinTTL {
 			t.Errorf("D leads %s after it campaigned over a compacted history, before its TTL of %s had passed", now-start, campaign.MinTTL)
 		}
-		if !p.logged(notSeenLine) {
-			t.Errorf("D did not say it cannot see the history:\n%s", p.lines())
+		if !p.log.has(notSeenLine) {
+			t.Errorf("D did not say it cannot see the history:\n%s", p.log)
 		}
 	})
 
@@ -182,8 +136,8 @@ func TestReplayBeforeACampaign(t *testing.T) {
 		})
 		p.a.Revoke()
 		p.again(t)
-		if p.logged(holdLine) {
-			t.Errorf("D held its start although it looked at the election after the compaction:\n%s", p.lines())
+		if p.log.has(holdLine) {
+			t.Errorf("D held its start although it looked at the election after the compaction:\n%s", p.log)
 		}
 	})
 }

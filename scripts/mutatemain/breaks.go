@@ -406,8 +406,8 @@ var breaks = []breakage{
 	{
 		name: "replay: compacted history held", file: "campaign/early.go",
 		why: "a candidate whose history since its last look was compacted starts at once, although a term may have been swept in it",
-		old: "\t\t\th := startHold{until: now + t.TTL, key: t.Sentinel, why: notSeen}\n",
-		new: "\t\t\th := startHold{}\n",
+		old: "\t\t\treturn judged(startHold{until: now + t.TTL, key: t.Sentinel, why: notSeen})\n",
+		new: "\t\t\treturn judged(startHold{})\n",
 		pkg: "./campaign", tests: "^TestReplayBeforeACampaign$",
 	},
 	{
