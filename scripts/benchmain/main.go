@@ -103,11 +103,11 @@ func main() {
 	flag.Uint64Var(&cfg.seed, "seed", 0, "seed for the random kill times (0: from the clock)")
 	handoffs := flag.Int("handoffs", 0, "graceful handoffs per tool (default 60; -quick 10)")
 	starts := flag.Int("starts", 0, "uncontended starts per tool (default 25; -quick 6)")
-	failovers := flag.Int("failovers", 0, "kill -9 failovers per tool (default 12; -quick 3)")
+	failovers := flag.Int("failovers", 0, "kill -9 failovers per tool (default 30; -quick 3)")
 	flag.IntVar(&cfg.queue, "queue", 3, "candidates per election in the handoff figure: the leader and queue-1 waiting")
 	stepRuns := flag.Int("steps", 0, "traced graceful handoffs per tool, for the step-by-step figure (default 30; -quick 6)")
 	deletes := flag.Int("deletes", 0, "deleted-key handoffs per tool, untraced and again traced (default 12; -quick 3)")
-	fleet := flag.String("fleet", "1000", "election counts of the fleet figure, comma-separated (10000 does not fit 2 cores: the report projects it from the largest measured)")
+	fleet := flag.String("fleet", "1000,3000", "election counts of the fleet figure, comma-separated (10000 does not fit 2 cores, nor a limit of 20,000 open files: the report projects it from the largest measured)")
 	rounds := flag.Int("rounds", 0, "rounds per fault of the failovers with a frozen member or a slow link (default 10; -quick 3)")
 	flag.StringVar(&cfg.profile, "profile", "", "write CPU profiles of each fleet window (this process: the candidates; etcd, started with --enable-pprof) to this directory")
 	fleetWindow := flag.Duration("fleet-window", 0, "idle window of each fleet configuration (default 30s; -quick 5s)")
@@ -145,7 +145,7 @@ func main() {
 		cfg.stepRuns, cfg.deleteRuns, cfg.fleetWindow = 6, 3, 5*time.Second
 		cfg.rounds, cfg.bisections = 3, 3
 	} else {
-		cfg.ttfcRuns, cfg.handoffRuns, cfg.failoverRuns, cfg.costHandoffs = 25, 60, 12, 6
+		cfg.ttfcRuns, cfg.handoffRuns, cfg.failoverRuns, cfg.costHandoffs = 25, 60, 30, 6
 		cfg.procWaiters, cfg.inprocWaiters = []int{5, 50}, []int{5, 50, 500}
 		cfg.idleWindow, cfg.idleTTLs = 60*time.Second, []int{15, 2}
 		cfg.stepRuns, cfg.deleteRuns, cfg.fleetWindow = 30, 12, 30*time.Second

@@ -2,7 +2,10 @@ package main
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/etcdlead/etcdlead/campaign"
@@ -231,9 +234,9 @@ func (r *report) sectionFleet(w func(string, ...any)) {
 		perElection := func(f *fleetRun) string {
 			return fmt.Sprintf("%.1f ms/min of etcd CPU per election above idle, against %.1f", f.aboveIdle(idle)/float64(n)*1e3, x[1].aboveIdle(idle)/float64(n)*1e3)
 		}
-		r.addTarget(fmt.Sprintf("idle elections (%d): etcd CPU ≤ 3× etcdctl lock's", n), fmt.Sprintf("%.2f× (%s)", cpu, perElection(x[0])), cpu <= 3, "see the section on many elections")
-		r.addTarget(fmt.Sprintf("idle elections (%d): requests/s per election ≤ 3.5× etcdctl lock's", n), fmt.Sprintf("%.2f× (%.2f against %.2f)", req, x[0].perElectionPerSecond("requests"), x[1].perElectionPerSecond("requests")), req <= 3.5, "see the section on many elections")
-		r.addTarget(fmt.Sprintf("idle elections (%d): candidates' CPU ≤ 3× etcdctl lock's", n), fmt.Sprintf("%.2f× (%.2f against %.2f CPU s per minute)", self, x[0].SelfCPU.Seconds()/x[0].Window.Minutes(), x[1].SelfCPU.Seconds()/x[1].Window.Minutes()), self <= 3, "see the section on many elections")
+		r.addTarget(fmt.Sprintf("idle elections (%d): etcd CPU ≤ 3× etcdctl lock's", n), fmt.Sprintf("%s (%s)", against(cpu, 3), perElection(x[0])), cpu <= 3, "see the section on many elections")
+		r.addTarget(fmt.Sprintf("idle elections (%d): requests/s per election ≤ 3.5× etcdctl lock's", n), fmt.Sprintf("%s (%.2f against %.2f)", against(req, 3.5), x[0].perElectionPerSecond("requests"), x[1].perElectionPerSecond("requests")), req <= 3.5, "see the section on many elections")
+		r.addTarget(fmt.Sprintf("idle elections (%d): candidates' CPU ≤ 3× etcdctl lock's", n), fmt.Sprintf("%s (%.2f against %.2f CPU s per minute)", against(self, 3), x[0].SelfCPU.Seconds()/x[0].Window.Minutes(), x[1].SelfCPU.Seconds()/x[1].Window.Minutes()), self <= 3, "see the section on many elections")
 	}
 	w("\n")
 	for _, n := range sizes {
@@ -254,6 +257,15 @@ func (r *report) sectionFleet(w func(string, ...any)) {
 	}
 	r.fleetProjection(w, bySize, sizes, idle)
 	r.fleetCadence(w, bySize, sizes, idle)
+}
+
+// against writes a ratio judged against bound with two decimals, or three
+// where two would round it onto the bound and hide which side it is on.
+func against(ratio, bound float64) string {
+	if s := fmt.Sprintf("%.2f", ratio); s == fmt.Sprintf("%.2f", bound) && ratio != bound {
+		return fmt.Sprintf("%.3f×", ratio)
+	}
+	return fmt.Sprintf("%.2f×", ratio)
 }
 
 // projectedFleet is the size the fleet figure projects to when it was not
@@ -279,7 +291,24 @@ func (r *report) fleetProjection(w func(string, ...any), bySize map[int][2]*flee
 	w("**%d elections, projected, not measured.** From the %d-election figures, per election, growing in step with the number of elections: etcd would spend %.2f cores above idle on etcdlead's fleet against %.2f on etcdctl lock's, and the candidates %.2f cores against %.2f, which a real fleet spreads over its machines. ",
 		projectedFleet, largest, cores(x[0].aboveIdle(idle), largest), cores(x[1].aboveIdle(idle), largest),
 		cores(x[0].SelfCPU.Seconds()/x[0].Window.Minutes(), largest), cores(x[1].SelfCPU.Seconds()/x[1].Window.Minutes(), largest))
-	w("Here they would share this machine's %d cores with etcd, with %d etcd clients in one process: `scripts/bench -only fleet -fleet %d` tries it.\n\n", r.mach.Cores, fleetClients(projectedFleet), projectedFleet)
+	if smallest := slices.Min(sizes); smallest < largest {
+		if s := bySize[smallest]; s[0] != nil && s[1] != nil {
+			per := func(f *fleetRun, n int) float64 { return f.aboveIdle(idle) / float64(n) }
+			w("Per election, etcd's CPU above idle at %d elections was %.2f× what it was at %d for etcdlead's fleet and %.2f× for etcdctl lock's: a projection in step with the number of elections assumes that it stays flat beyond. ",
+				largest, per(x[0], largest)/per(s[0], smallest), smallest, per(x[1], largest)/per(s[1], smallest))
+		}
+	}
+	w("Here they would share this machine's %d cores with etcd, with %d etcd clients in one process and as many connections open in etcd, against a limit of %s open files per process: `scripts/bench -only fleet -fleet %d` tries it.\n\n", r.mach.Cores, fleetClients(projectedFleet), fileLimit(), projectedFleet)
+}
+
+// fileLimit is this process's hard limit of open files, which etcd
+// beside it inherits, as the report says it.
+func fileLimit() string {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return "an unknown number of"
+	}
+	return strconv.FormatUint(lim.Max, 10)
 }
 
 // fleetClientCounts says how many clients each fleet size used.
