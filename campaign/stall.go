@@ -47,8 +47,9 @@ type termStream struct {
 	waits atomic.Int32 // waits watching on the stream now
 	// known is the highest revision etcd is known to have reached, from
 	// the renewals' answers on the same client (renewals.rev).
-	known func() int64
-	asked atomic.Int64 // progress requests asked (ask), for tests
+	known     func() int64
+	asked     atomic.Int64 // progress requests asked (ask), for tests
+	requested atomic.Int64 // progress requests sent, resends included, for tests
 }
 
 // streamGen is one watcher of a termStream, which lives until it is
@@ -201,6 +202,10 @@ func (s *termStream) monitor(ctx context.Context) {
 		probe     clientv3.WatchChan
 		last      time.Time // when the stream was last asked
 		confirmed int64     // the revision its last progress answer named
+		// synced is g's count of watches created from history when it
+		// was sent the request its last progress answer answered: etcd
+		// answers only once every watch on the stream has caught up.
+		synced int64
 	)
 	for ctx.Err() == nil {
 		if cur := s.current(); cur != g || probe == nil {
@@ -209,7 +214,7 @@ func (s *termStream) monitor(ctx context.Context) {
 			// whose creation must be answered within the bound.
 			g = cur
 			probe = s.probe(g)
-			confirmed = 0
+			confirmed, synced = 0, 0
 		} else {
 			due, ended := s.pause(ctx, g, probe, last)
 			if ended {
@@ -224,7 +229,7 @@ func (s *termStream) monitor(ctx context.Context) {
 				continue
 			}
 			drain(probe)
-			rev, ended := s.ask(ctx, g, probe, bound)
+			rev, ended := s.ask(ctx, g, probe, bound, &synced)
 			confirmed = max(confirmed, rev)
 			bound = s.judge(ctx, g, rev > 0, ended, bound, time.Since(last))
 			if ended {
@@ -234,7 +239,7 @@ func (s *termStream) monitor(ctx context.Context) {
 			continue
 		}
 		last = time.Now()
-		rev, ended := heard(ctx, probe, bound)
+		rev, _, ended := heard(ctx, probe, bound)
 		bound = s.judge(ctx, g, rev > 0, ended, bound, time.Since(last))
 		if ended {
 			// Not in a tight loop on a member that refuses streams (one
@@ -291,23 +296,36 @@ func (s *termStream) judge(ctx context.Context, g *streamGen, answered, ended bo
 	return bound
 }
 
-// ask sends progress requests on g until the probe hears an answer or
-// bound has passed, one every quarter of the bound: etcd drops, without an
-// answer, a request that finds a watch on the stream still catching up
-// with its history (a watch just opened from a past revision), and asked
-// again a moment later, it answers.
-func (s *termStream) ask(ctx context.Context, g *streamGen, probe clientv3.WatchChan, bound time.Duration) (rev int64, ended bool) {
+// ask sends a progress request on g and waits until the probe hears an
+// answer or bound has passed. etcd drops, without an answer, a request
+// that finds a watch on the stream still catching up with its history (a
+// watch just opened from a past revision); asked again a moment later, it
+// answers. So while a watch created from history since the stream last
+// answered (synced) may still be catching up, ask asks again every
+// quarter of the bound. Otherwise once: a stream that is merely slow, or a
+// process starved of CPU, would be asked four times for one answer, and a
+// whole fleet at once where etcd itself is slow.
+func (s *termStream) ask(ctx context.Context, g *streamGen, probe clientv3.WatchChan, bound time.Duration, synced *int64) (rev int64, ended bool) {
 	s.asked.Add(1)
 	end := time.Now().Add(bound)
+	// An answer may be to the first request: it vouches for the watches
+	// created before that one was sent.
+	n := g.client.fromHistory.Load()
 	for {
 		rctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(g.ctx), bound/4)
 		_ = g.w.RequestProgress(rctx)
+		s.requested.Add(1)
 		cancel()
-		left := time.Until(end)
-		if left <= 0 {
-			return 0, false
+		wait := time.Until(end)
+		if g.client.fromHistory.Load() > *synced {
+			wait = min(bound/4, wait)
 		}
-		if rev, ended = heard(ctx, probe, min(bound/4, left)); rev > 0 || ended || ctx.Err() != nil || time.Now().After(end) {
+		var progress bool
+		rev, progress, ended = heard(ctx, probe, wait)
+		if progress {
+			*synced = n
+		}
+		if rev > 0 || ended || ctx.Err() != nil || !time.Now().Before(end) {
 			return rev, ended
 		}
 	}
@@ -342,29 +360,45 @@ func (s *termStream) pause(ctx context.Context, g *streamGen, probe clientv3.Wat
 // heard waits up to bound for anything on the probe: an answer or an
 // event, with the revision its header names (rev, > 0), or the end of its
 // watch (ended: a stream that ends is not silent, but says nothing of its
-// member; the probe is opened again). Only a progress answer vouches for
-// every watch on the stream; an event's revision is returned as 1, an
-// answer that confirms nothing past what was confirmed.
-func heard(ctx context.Context, probe clientv3.WatchChan, bound time.Duration) (rev int64, ended bool) {
+// member; the probe is opened again). Only a progress answer (progress)
+// vouches for every watch on the stream; an event's revision is returned
+// as 1, an answer that confirms nothing past what was confirmed. What came
+// in as the bound ran out counts: a process that was starved of CPU finds
+// both ready at once, and its stream did answer.
+func heard(ctx context.Context, probe clientv3.WatchChan, bound time.Duration) (rev int64, progress, ended bool) {
 	t := time.NewTimer(bound)
 	defer t.Stop()
+	late := false
 	for {
-		select {
-		case resp, ok := <-probe:
-			switch {
-			case !ok:
-				return 0, true
-			case resp.IsProgressNotify():
-				return max(resp.Header.Revision, 1), false
-			case !resp.Canceled:
-				return 1, false
+		var (
+			resp clientv3.WatchResponse
+			ok   bool
+		)
+		if late {
+			select {
+			case resp, ok = <-probe:
+			default:
+				return 0, false, false
 			}
-			// Its watch is cancelled: the channel closes next.
-		case <-t.C:
-			return 0, false
-		case <-ctx.Done():
-			return 0, false
+		} else {
+			select {
+			case resp, ok = <-probe:
+			case <-t.C:
+				late = true
+				continue
+			case <-ctx.Done():
+				return 0, false, false
+			}
 		}
+		switch {
+		case !ok:
+			return 0, false, true
+		case resp.IsProgressNotify():
+			return max(resp.Header.Revision, 1), true, false
+		case !resp.Canceled:
+			return 1, false, false
+		}
+		// Its watch is cancelled: the channel closes next.
 	}
 }
 

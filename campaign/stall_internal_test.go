@@ -2,10 +2,12 @@ package campaign
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -80,5 +82,65 @@ func TestEndedClientSendsNothing(t *testing.T) {
 	}
 	if _, err := p.Watch(t.Context()); status.Code(err) != codes.Canceled {
 		t.Fatalf("a stream opened after its end: %v, want %s, which the watcher takes as final", err, codes.Canceled)
+	}
+}
+
+// An answer that came in as the bound ran out counts: a process starved
+// of CPU finds the answer and the expired timer ready at once, and a
+// select between them would judge a stream that answered silent, half the
+// time, and replace it.
+func TestHeardCountsAnAnswerThatCameAsTheBoundRanOut(t *testing.T) {
+	for i := range 200 {
+		probe := make(chan clientv3.WatchResponse, 1)
+		probe <- clientv3.WatchResponse{Header: pb.ResponseHeader{Revision: 7}}
+		rev, progress, ended := heard(t.Context(), probe, 0)
+		if rev != 7 || !progress || ended {
+			t.Fatalf("try %d: heard = %d, %v, %v with an answer waiting at the bound; want 7, true, false", i, rev, progress, ended)
+		}
+	}
+}
+
+// progressCounter is a watcher that counts the progress requests sent on
+// it and answers none.
+type progressCounter struct {
+	clientv3.Watcher
+	sent atomic.Int32
+}
+
+func (p *progressCounter) RequestProgress(context.Context) error {
+	p.sent.Add(1)
+	return nil
+}
+
+// A stream is asked again within one bound only while a watch created on
+// it from history since it last answered may still be catching up, which
+// etcd answers no progress request before: a stream that is only slow to
+// answer, or a process starved of CPU, costs etcd one request per question
+// rather than four. The first answer records what it vouches for.
+func TestAskAgainOnlyWhileAWatchCatchesUp(t *testing.T) {
+	const bound = 200 * time.Millisecond
+	w := &progressCounter{}
+	g := &streamGen{w: w, client: &pickingClient{}, ctx: t.Context()}
+	s := &termStream{}
+	silent := make(chan clientv3.WatchResponse)
+
+	var synced int64
+	if rev, ended := s.ask(t.Context(), g, silent, bound, &synced); rev != 0 || ended {
+		t.Fatalf("ask of a silent stream = %d, %v; want 0, false", rev, ended)
+	}
+	if n := w.sent.Load(); n != 1 {
+		t.Fatalf("a silent stream with every watch caught up was sent %d progress requests within one bound, want 1", n)
+	}
+
+	w.sent.Store(0)
+	g.client.fromHistory.Store(2) // two watches opened from history since
+	if _, _ = s.ask(t.Context(), g, silent, bound, &synced); w.sent.Load() < 2 {
+		t.Fatalf("a silent stream with a watch catching up was sent %d progress requests within one bound, want it asked again", w.sent.Load())
+	}
+
+	answer := make(chan clientv3.WatchResponse, 1)
+	answer <- clientv3.WatchResponse{Header: pb.ResponseHeader{Revision: 9}}
+	if rev, _ := s.ask(t.Context(), g, answer, bound, &synced); rev != 9 || synced != 2 {
+		t.Fatalf("after an answer: rev %d, synced %d; want 9 and 2, the watches it vouches for", rev, synced)
 	}
 }

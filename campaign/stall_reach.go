@@ -23,6 +23,11 @@ type pickingClient struct {
 	picks int
 	avoid []string
 	ended atomic.Bool
+	// fromHistory counts the watches created on the client's streams
+	// from a past revision (clientv3's own re-opens of a broken stream
+	// among them): until etcd has caught such a watch up, it answers no
+	// progress request on its stream (termStream.ask).
+	fromHistory atomic.Int64
 
 	mu sync.Mutex
 	on string
@@ -74,6 +79,9 @@ type endingStream struct {
 func (s endingStream) Send(req *pb.WatchRequest) error {
 	if s.p.ended.Load() {
 		return errEnded
+	}
+	if c := req.GetCreateRequest(); c != nil && c.StartRevision > 0 {
+		s.p.fromHistory.Add(1)
 	}
 	return s.Watch_WatchClient.Send(req)
 }

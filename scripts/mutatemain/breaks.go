@@ -424,4 +424,18 @@ var breaks = []breakage{
 		new: "\t\t\tif mine(key) && false {\n",
 		pkg: "./campaign", tests: "^TestReplayBeforeACampaign$",
 	},
+	{
+		name: "stall: an answer at the bound counts", file: "campaign/stall.go",
+		why: "a process starved of CPU that finds a stream's answer and its expired bound ready at once judges the stream silent half the time, and replaces it",
+		old: "\t\t\t\tlate = true\n\t\t\t\tcontinue\n",
+		new: "\t\t\t\treturn 0, false, false\n",
+		pkg: "./campaign", tests: "^TestHeardCountsAnAnswerThatCameAsTheBoundRanOut$",
+	},
+	{
+		name: "stall: asked again only while a watch catches up", file: "campaign/stall.go",
+		why: "a stream that is only slow to answer is sent four progress requests per question, by every candidate of a fleet at once where etcd is slow",
+		old: "\t\tif g.client.fromHistory.Load() > *synced {\n",
+		new: "\t\tif true {\n",
+		pkg: "./campaign", tests: "^TestAskAgainOnlyWhileAWatchCatchesUp$",
+	},
 }
