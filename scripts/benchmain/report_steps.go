@@ -167,7 +167,7 @@ func (r *report) sectionFleet(w func(string, ...any)) {
 	if idle != nil {
 		w("etcd alone, with no election, used %.2f CPU seconds per minute over the same window; the column *above idle* takes that off, per election.\n\n", idle.etcdCPUPerMinute())
 	}
-	w("| elections | tool | etcd CPU s per minute | above idle, per election: ms per minute | requests/s per election | of which renewals (LeaseKeepAlive) | LeaseKeepAlive streams opened/s per election | Txn/s per election | etcd CPU per request above idle | candidates' CPU s per minute (one process) |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	w("| elections | tool | etcd CPU s per minute | above idle, per election: ms per minute | requests/s per election | of which renewals (LeaseKeepAlive) | LeaseKeepAlive streams opened/s per election | Watch messages (progress requests, watches created)/s per election | Watch streams opened/s per election | Txn/s per election | etcd CPU per request above idle | candidates' CPU s per minute (one process) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, f := range r.fleet {
 		if f.Elections == 0 {
 			continue
@@ -177,15 +177,16 @@ func (r *report) sectionFleet(w func(string, ...any)) {
 			name = fmt.Sprintf("etcdlead (campaign), --renew-interval %v", f.Renew)
 		}
 		if f.Err != "" {
-			w("| %d | %s | failed: %s | | | | | | | |\n", f.Elections, name, f.Err)
+			w("| %d | %s | failed: %s | | | | | | | | | |\n", f.Elections, name, f.Err)
 			continue
 		}
 		perReq := "n/a"
 		if f.Counts["requests"] > 0 {
 			perReq = fmt.Sprintf("%.0f µs", f.aboveIdle(idle)/f.Counts["requests"]*f.Window.Minutes()*1e6)
 		}
-		w("| %d | %s | %.2f | %.1f | %.2f | %.2f | %.2f | %.2f | %s | %.2f |\n", f.Elections, name, f.etcdCPUPerMinute(), f.aboveIdle(idle)/float64(f.Elections)*1e3,
+		w("| %d | %s | %.2f | %.1f | %.2f | %.2f | %.3f | %.2f | %.3f | %.2f | %s | %.2f |\n", f.Elections, name, f.etcdCPUPerMinute(), f.aboveIdle(idle)/float64(f.Elections)*1e3,
 			f.perElectionPerSecond("requests"), f.perElectionPerSecond("req LeaseKeepAlive"), f.perElectionPerSecond("streams LeaseKeepAlive"),
+			f.perElectionPerSecond("req Watch"), f.perElectionPerSecond("streams Watch"),
 			f.perElectionPerSecond("req Txn"), perReq, f.SelfCPU.Seconds()/f.Window.Minutes())
 	}
 	w("\n")
