@@ -47,9 +47,8 @@ type termStream struct {
 	waits atomic.Int32 // waits watching on the stream now
 	// known is the highest revision etcd is known to have reached, from
 	// the renewals' answers on the same client (renewals.rev).
-	known     func() int64
-	asked     atomic.Int64 // progress requests asked (ask), for tests
-	requested atomic.Int64 // progress requests sent, resends included, for tests
+	known func() int64
+	asked atomic.Int64 // progress requests asked (ask), for tests
 }
 
 // streamGen is one watcher of a termStream, which lives until it is
@@ -314,7 +313,6 @@ func (s *termStream) ask(ctx context.Context, g *streamGen, probe clientv3.Watch
 	for {
 		rctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(g.ctx), bound/4)
 		_ = g.w.RequestProgress(rctx)
-		s.requested.Add(1)
 		cancel()
 		wait := time.Until(end)
 		if g.client.fromHistory.Load() > *synced {
