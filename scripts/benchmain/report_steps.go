@@ -260,13 +260,16 @@ func (r *report) sectionFleet(w func(string, ...any)) {
 	r.fleetCadence(w, bySize, sizes, idle)
 }
 
-// against writes a ratio judged against bound with two decimals, or three
-// where two would round it onto the bound and hide which side it is on.
+// against writes a ratio judged against bound with two decimals, or as
+// many more, up to six, as it takes not to round it onto the bound and
+// hide which side it is on.
 func against(ratio, bound float64) string {
-	if s := fmt.Sprintf("%.2f", ratio); s == fmt.Sprintf("%.2f", bound) && ratio != bound {
-		return fmt.Sprintf("%.3f×", ratio)
+	for prec := 2; ; prec++ {
+		s := strconv.FormatFloat(ratio, 'f', prec, 64)
+		if prec == 6 || ratio == bound || s != strconv.FormatFloat(bound, 'f', prec, 64) {
+			return s + "×"
+		}
 	}
-	return fmt.Sprintf("%.2f×", ratio)
 }
 
 // projectedFleet is the size the fleet figure projects to when it was not
