@@ -118,7 +118,9 @@ func (p *progressCounter) RequestProgress(context.Context) error {
 // answer, or a process starved of CPU, costs etcd one request per question
 // rather than four. The first answer records what it vouches for.
 func TestAskAgainOnlyWhileAWatchCatchesUp(t *testing.T) {
-	const bound = 200 * time.Millisecond
+	// Long enough that a test machine's stall cannot swallow the asks
+	// again, a quarter of it apart, that the second case looks for.
+	const bound = time.Second
 	w := &progressCounter{}
 	g := &streamGen{w: w, client: &pickingClient{}, ctx: t.Context()}
 	s := &termStream{}
