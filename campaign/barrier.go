@@ -8,15 +8,10 @@ import (
 	"slices"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
-
-// leasePoll is how often a candidate asks whether a lease whose keys are
-// gone, but which still lived when asked, has ended yet. etcd offers no
-// event for a lease's end once its keys are gone (deleted by hand), and
-// only the candidate that watched those keys asks.
-const leasePoll = 250 * time.Millisecond
 
 // startReadPage is how many keys below its own a start read reads at first with one
 // holder: enough for the nearest term and whether a second one waits,
@@ -24,15 +19,17 @@ const leasePoll = 250 * time.Millisecond
 // them. With N holders it reads N-1 more.
 const startReadPage = 4
 
-// olderTerm is another olderTerm as one read showed it.
+// olderTerm is a key of an older term as one read showed it.
 type olderTerm struct {
 	key   string
 	rev   int64 // create revision
+	mod   int64 // mod revision
 	lease clientv3.LeaseID
+	value []byte // a record's; nil for the keys read without values
 }
 
-func olderTermOf(kv *mvccpb.KeyValue) *olderTerm {
-	return &olderTerm{key: string(kv.Key), rev: kv.CreateRevision, lease: clientv3.LeaseID(kv.Lease)}
+func olderTermOf(kv *mvccpb.KeyValue, lease clientv3.LeaseID) *olderTerm {
+	return &olderTerm{key: string(kv.Key), rev: kv.CreateRevision, mod: kv.ModRevision, lease: lease, value: kv.Value}
 }
 
 // view is what one read showed below this term's create revision, for an
@@ -42,21 +39,28 @@ type view struct {
 	n      int          // holders
 	qs     []*olderTerm // the n nearest valid queue keys below ours, nearest first
 	ss     []*olderTerm // the n nearest valid sentinels below ours, nearest first
+	rs     []*olderTerm // the valid records below ours that the read showed, nearest first
 	queued int          // valid queue keys below ours (exact after enqueue, else counted up to n+1)
 	terms  int          // valid sentinels below ours (likewise)
 	// older is the number of terms, told apart by lease, that the valid
-	// keys below ours belong to, and leases is their set. Both are exact
-	// when older < n: a page is read on past foreign keys until it holds
-	// n+1 valid ones or ends.
+	// keys below ours belong to, and leases is their set; live are those
+	// with a queue key or a sentinel. They are exact when older < n: a
+	// page is read on past foreign keys until it holds n+1 valid ones or
+	// ends.
 	older  int
 	leases map[clientv3.LeaseID]bool
+	live   map[clientv3.LeaseID]bool
 	// bare are the leases of the valid queue keys below ours whose
-	// sentinel the read did not show: their term's sentinel was deleted by
-	// hand, or it is an older etcdlead's. Its number of holders is then
+	// sentinel and record the read did not show: their term's were deleted
+	// by hand, or it is an older etcdlead's. Its number of holders is then
 	// unknown, so with n > 1 it is taken for a term of one, which no other
 	// may run beside (docs/design.md, "More than one holder"). Exact when
 	// older < n, as the leases are.
 	bare map[clientv3.LeaseID]bool
+	// floor is the create revision below which a page of queue keys or
+	// sentinels was cut short (0: none was): a record below it may have
+	// keys the read did not reach, so it is not taken for an ended term.
+	floor int64
 }
 
 // moved reports whether ev changes what the term's key says of it: a
@@ -77,11 +81,29 @@ func nearestOf(ts []*olderTerm) *olderTerm {
 }
 
 // clear is the start condition's view part: fewer than n older terms
-// left, none with one holder, and none of an unknown number of holders.
+// left, ended ones counted until their records are gone, none of an
+// unknown number of holders.
 func (v view) clear() bool { return v.older < v.n && len(v.bare) == 0 }
+
+// blocked reports that live terms, not only ended ones, keep this term
+// from starting: what NoWait gives up on.
+func (v view) blocked() bool { return len(v.live) >= v.n || len(v.bare) > 0 }
 
 // isFront reports that this term is next: at most n terms are ahead.
 func (v view) isFront() bool { return v.queued <= v.n && v.terms <= v.n }
+
+// ended are the older terms the read showed by their record alone, whose
+// queue key and sentinel are gone (endedTerm).
+func (v view) ended() []endedTerm {
+	var out []endedTerm
+	for _, r := range v.rs {
+		if !v.live[r.lease] && r.rev >= v.floor {
+			rec, ok := ParseRecord(r.value)
+			out = append(out, endedTerm{lease: r.lease, key: r.key, mod: r.mod, rec: rec, known: ok})
+		}
+	}
+	return out
+}
 
 func (v view) ahead() string {
 	if b := v.bareKey(); b != "" && v.older < v.n {
@@ -93,7 +115,10 @@ func (v view) ahead() string {
 	if q := nearestOf(v.qs); q != nil {
 		return q.key + " is ahead"
 	}
-	return fmt.Sprintf("an earlier term's lease %s is still alive", leaseHex(v.ss[0].lease))
+	if s := nearestOf(v.ss); s != nil {
+		return fmt.Sprintf("an earlier term's lease %s is still alive", leaseHex(s.lease))
+	}
+	return fmt.Sprintf("an earlier term's record %s is still there", v.rs[0].key)
 }
 
 // bareKey is the nearest queue key of v.bare, or "".
@@ -108,12 +133,20 @@ func (v view) bareKey() string {
 
 // scan fills the view from keys sorted by create revision, in either order,
 // all below ours.
-func (v *view) scan(l Layout, queue, sentinels []*mvccpb.KeyValue) {
-	v.leases = map[clientv3.LeaseID]bool{}
+func (v *view) scan(l Layout, queue, sentinels, records []*mvccpb.KeyValue) {
+	v.leases, v.live = map[clientv3.LeaseID]bool{}, map[clientv3.LeaseID]bool{}
 	v.ss, v.terms = v.nearest(l.ValidSentinel, sentinels)
+	v.rs = nil
+	for _, kv := range records {
+		if id, ok := l.RecordLease(kv); ok {
+			v.rs = append(v.rs, olderTermOf(kv, id))
+		}
+	}
+	slices.SortFunc(v.rs, func(a, b *olderTerm) int { return cmp.Compare(b.rev, a.rev) })
 	v.bare = nil
 	for _, kv := range queue {
-		if id := clientv3.LeaseID(kv.Lease); l.ValidQueueKey(kv) && !v.leases[id] {
+		id := clientv3.LeaseID(kv.Lease)
+		if l.ValidQueueKey(kv) && !v.live[id] && !slices.ContainsFunc(v.rs, func(r *olderTerm) bool { return r.lease == id }) {
 			if v.bare == nil {
 				v.bare = map[clientv3.LeaseID]bool{}
 			}
@@ -121,11 +154,14 @@ func (v *view) scan(l Layout, queue, sentinels []*mvccpb.KeyValue) {
 		}
 	}
 	v.qs, v.queued = v.nearest(l.ValidQueueKey, queue)
+	for _, r := range v.rs {
+		v.leases[r.lease] = true
+	}
 	v.older = len(v.leases)
 }
 
 // nearest returns the n nearest valid keys of kvs and how many are valid,
-// and adds their leases to the view's set.
+// and adds their leases to the view's sets.
 func (v *view) nearest(valid func(*mvccpb.KeyValue) bool, kvs []*mvccpb.KeyValue) ([]*olderTerm, int) {
 	var ts []*olderTerm
 	count := 0
@@ -134,18 +170,22 @@ func (v *view) nearest(valid func(*mvccpb.KeyValue) bool, kvs []*mvccpb.KeyValue
 			continue
 		}
 		count++
-		v.leases[clientv3.LeaseID(kv.Lease)] = true
-		ts = append(ts, olderTermOf(kv))
+		id := clientv3.LeaseID(kv.Lease)
+		v.leases[id], v.live[id] = true, true
+		ts = append(ts, olderTermOf(kv, id))
 	}
 	slices.SortFunc(ts, func(a, b *olderTerm) int { return cmp.Compare(b.rev, a.rev) })
 	return ts[:min(len(ts), v.n)], count
 }
 
-// watched is what a waiter watches: the sentinels of the n nearest terms,
-// and the queue key of each of them whose sentinel the read did not show
-// (it is gone, or the term is an older etcdlead's). The n nearest older
-// terms change only when one of them goes, so a term that goes further
-// ahead wakes nobody it need not: a handoff wakes at most n waiters.
+// watched is what a waiter watches: the sentinels of the n nearest live
+// terms, and the queue key of each of them whose sentinel the read did
+// not show (it is gone, or the term is an older etcdlead's). A term's own
+// end deletes its record, queue key and sentinel in one revision, and its
+// lease's end the last two, so the sentinel tells of both. The n nearest
+// older terms change only when one of them goes, so a term that goes
+// further ahead wakes nobody it need not: a handoff wakes at most n
+// waiters.
 func (v view) watched() []*olderTerm {
 	out := slices.Clone(v.ss)
 	for _, q := range v.qs {
@@ -169,10 +209,10 @@ func (v view) keylessSentinels() []*olderTerm {
 }
 
 // enqueue is step 2 of docs/design.md, "One term, step by step": one
-// transaction creates the queue key and the sentinel, both only if absent,
-// and reads both prefixes whole. Reads after a write in one transaction see
-// it, so the answer holds this term's create revision and every older term,
-// atomically.
+// transaction creates the queue key, the sentinel and the record, each
+// only if absent, and reads the three prefixes whole. Reads after a write
+// in one transaction see it, so the answer holds this term's create
+// revision and every older term, atomically.
 func (t *Term) enqueue(ctx context.Context) (view, error) {
 	l := t.c.cfg.Layout
 	sorted := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)}
@@ -181,17 +221,21 @@ func (t *Term) enqueue(ctx context.Context) (view, error) {
 	// is read to refuse a start while it lasts; a pause put later, the
 	// guard hears.
 	// The sentinels are read with their values, which say how many holders
-	// each term was started with.
+	// each term was started with, and the records with theirs, which an
+	// ended term's clearing needs.
 	reads := []clientv3.Op{clientv3.OpGet(l.QueuePrefix(), append(sorted, clientv3.WithKeysOnly())...), clientv3.OpGet(l.SentinelPrefix(), sorted...),
+		clientv3.OpGet(l.RecordPrefix(), sorted...),
 		clientv3.OpGet(l.ResignKey(), clientv3.WithKeysOnly()), clientv3.OpGet(l.PauseKey(), clientv3.WithKeysOnly())}
 	reads = append(reads, t.c.readRun()...)
 	var resp *clientv3.TxnResponse
 	err := t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) (err error) {
 		resp, err = t.c.cfg.Client.Txn(rctx).
 			If(clientv3.Compare(clientv3.CreateRevision(t.Key), "=", 0),
-				clientv3.Compare(clientv3.CreateRevision(t.Sentinel), "=", 0)).
+				clientv3.Compare(clientv3.CreateRevision(t.Sentinel), "=", 0),
+				clientv3.Compare(clientv3.CreateRevision(t.Record), "=", 0)).
 			Then(append([]clientv3.Op{clientv3.OpPut(t.Key, t.c.cfg.ID, clientv3.WithLease(t.Lease)),
-				clientv3.OpPut(t.Sentinel, t.rec.String(), clientv3.WithLease(t.Lease))}, reads...)...).
+				clientv3.OpPut(t.Sentinel, SentinelValue(t.Key, t.c.holders(), -1), clientv3.WithLease(t.Lease)),
+				clientv3.OpPut(t.Record, t.rec.value())}, reads...)...).
 			// Else: an earlier attempt of this very transaction committed
 			// but its answer was lost; the keys are ours all the same.
 			Else(reads...).
@@ -203,48 +247,72 @@ func (t *Term) enqueue(ctx context.Context) (view, error) {
 	}
 	t.c.renewals.seeTerm(resp.Header)
 	rs := resp.Responses[len(resp.Responses)-len(reads):]
-	queue, sentinels := rs[0].GetResponseRange().Kvs, rs[1].GetResponseRange().Kvs
-	own := func(kvs []*mvccpb.KeyValue, key string) *mvccpb.KeyValue {
+	queue, sentinels, records := rs[0].GetResponseRange().Kvs, rs[1].GetResponseRange().Kvs, rs[2].GetResponseRange().Kvs
+	own := func(kvs []*mvccpb.KeyValue, key string, lease clientv3.LeaseID) *mvccpb.KeyValue {
 		for _, kv := range kvs {
-			if string(kv.Key) == key && clientv3.LeaseID(kv.Lease) == t.Lease {
+			if string(kv.Key) == key && clientv3.LeaseID(kv.Lease) == lease {
 				return kv
 			}
 		}
 		return nil
 	}
-	k, s := own(queue, t.Key), own(sentinels, t.Sentinel)
-	if k == nil || s == nil || k.CreateRevision != s.CreateRevision {
+	k, s, r := own(queue, t.Key, t.Lease), own(sentinels, t.Sentinel, t.Lease), own(records, t.Record, 0)
+	if k == nil || s == nil || r == nil || k.CreateRevision != s.CreateRevision || k.CreateRevision != r.CreateRevision {
 		return view{}, fmt.Errorf("campaign transaction: %w", ErrKeyDeleted)
 	}
 	t.Rev = k.CreateRevision
-	if p := rs[3].GetResponseRange().Kvs; len(p) > 0 {
+	if p := rs[4].GetResponseRange().Kvs; len(p) > 0 {
 		return view{}, paused(p[0].ModRevision)
 	}
-	if len(rs) > 4 {
-		if err := t.c.checkRun(rs[4].GetResponseRange().Kvs); err != nil {
+	if len(rs) > 5 {
+		if err := t.c.checkRun(rs[5].GetResponseRange().Kvs); err != nil {
 			return view{}, err
 		}
 	}
-	if err := t.agree(sentinels); err != nil {
+	if err := t.agree(queue, sentinels, records); err != nil {
 		return view{}, err
 	}
 	v := view{rev: resp.Header.Revision, n: t.c.holders()}
-	v.scan(l, below(queue, t.Rev), below(sentinels, t.Rev))
+	v.scan(l, below(queue, t.Rev), below(sentinels, t.Rev), below(records, t.Rev))
 	return v, nil
 }
 
-// agree checks that every other term in the election was started with as
-// many holders as this one (docs/design.md, "More than one holder"). Of
-// two terms that disagree and live at once, the newer one sees the older
-// one's sentinel here and refuses, before it can count the older terms
-// by a rule the older ones do not follow.
-func (t *Term) agree(sentinels []*mvccpb.KeyValue) error {
+// agree checks that every other live term in the election was started
+// with as many holders as this one (docs/design.md, "More than one
+// holder"). Of two terms that disagree and live at once, the newer one
+// sees the older one's sentinel here, or its record if its sentinel was
+// deleted by hand, and refuses, before it can count the older terms by a
+// rule the older ones do not follow. The record of a term whose lease
+// ended is not asked: after every candidate was stopped to change the
+// number, a record left by one killed would refuse every new candidate.
+func (t *Term) agree(queue, sentinels, records []*mvccpb.KeyValue) error {
+	l := t.c.cfg.Layout
+	live := map[clientv3.LeaseID]bool{}
+	refuse := func(found int, key string) error {
+		return &HoldersError{Election: l.Prefix(), Want: t.c.holders(), Found: found, Sentinel: key}
+	}
 	for _, kv := range sentinels {
-		if !t.c.cfg.Layout.ValidSentinel(kv) || string(kv.Key) == t.Sentinel {
+		if !l.ValidSentinel(kv) || string(kv.Key) == t.Sentinel {
 			continue
 		}
+		live[clientv3.LeaseID(kv.Lease)] = true
 		if h := HoldersOf(kv.Value); h != t.c.holders() {
-			return &HoldersError{Election: t.c.cfg.Layout.Prefix(), Want: t.c.holders(), Found: h, Sentinel: string(kv.Key)}
+			return refuse(h, string(kv.Key))
+		}
+	}
+	for _, kv := range queue {
+		if l.ValidQueueKey(kv) {
+			live[clientv3.LeaseID(kv.Lease)] = true
+		}
+	}
+	for _, kv := range records {
+		id, ok := l.RecordLease(kv)
+		if !ok || id == t.Lease || !live[id] {
+			continue
+		}
+		rec, ok := ParseRecord(kv.Value)
+		if h := max(1, rec.Holders); ok && h != t.c.holders() {
+			return refuse(h, string(kv.Key))
 		}
 	}
 	return nil
@@ -260,69 +328,52 @@ func below(kvs []*mvccpb.KeyValue, rev int64) []*mvccpb.KeyValue {
 	return out
 }
 
-// wait is steps 3 and 4: watch the nearest older term (with N holders, the
-// N nearest), and after each wake-up read again; leases whose keys went
-// while they still lived are waited out too. It returns once a read shows
-// nothing older (fewer than N older terms, none of them of an unknown
-// number of holders) and every such lease is gone (enough of them that,
-// with those the read showed, fewer than N remain).
+// wait is step 4: clear the ended terms the last read showed, or
+// watch the nearest live older term (with N holders, the N nearest), and
+// after either read again. It returns once a read shows nothing older:
+// no queue key, sentinel or record below this term's (with N holders,
+// fewer than N older terms, none of an unknown number of holders).
 func (t *Term) wait(ctx context.Context, v view) error {
-	// The leases whose keys went while they lived, each true when its
-	// term's number of holders is unknown (view.bare).
-	pending := map[clientv3.LeaseID]bool{}
-	// hold is the boot-clock time before which the term does not start,
-	// and held the key of the term that set it (earlyEnd).
-	var hold time.Duration
-	var held string
 	var logged view
 	for !v.clear() {
-		if v.isFront() {
-			t.reportFront()
-		}
-		t.logWait(ctx, v, &logged)
-		woke, unwatch, err := t.waitEvent(ctx, v)
-		if err != nil {
-			return t.waitErr(ctx)
-		}
-		// An early end ahead holds the term's revoke from now, should the
-		// term end before it starts (awaitHold), its lease gone or not.
-		for _, w := range woke {
-			if w.early > 0 {
-				raise(&t.hold, int64(w.at+w.early))
+		if ended := v.ended(); len(ended) > 0 {
+			if err := t.clearAll(ctx, ended); err != nil {
+				return t.waitErr(ctx, err)
+			}
+		} else {
+			if v.isFront() {
+				t.reportFront()
+			}
+			t.logWait(ctx, v, &logged)
+			if err := t.waitEvent(ctx, v); err != nil {
+				return t.waitErr(ctx)
 			}
 		}
-		// A wake-up asks etcd about the leases of the keys that moved and
-		// reads again, both at once; the read decides.
-		gone := make(chan map[clientv3.LeaseID]bool, 1)
-		go func() { gone <- t.leasesGone(ctx, woke) }()
-		next, lerr := t.startRead(ctx)
+		next, err := t.startRead(ctx)
 		t.c.log.Trace("start read answered")
-		g := <-gone
-		unwatch()
-		for l, w := range woke {
-			if g[l] {
-				delete(pending, l)
-				if w.early > 0 && w.at+w.early > hold {
-					hold, held = w.at+w.early, w.key
-				}
-			} else {
-				pending[l] = pending[l] || v.bare[l]
-			}
-		}
-		if lerr != nil {
-			return t.waitErr(ctx, lerr)
-		}
-		if len(woke) > 0 && t.c.holders() == 1 {
-			// The nearest term ahead went, judged as it went; those
-			// further ahead, the terms between judge (Campaigner.judged).
-			raise(&t.c.judged, next.rev)
+		if err != nil {
+			return t.waitErr(ctx, err)
 		}
 		v = next
 	}
-	if err := t.barrier(ctx, v, pending); err != nil {
-		return err
+	return nil
+}
+
+// clearAll clears ended terms at once (clearer.clearEnded): a sweep ends
+// every lease its raft leader knew, and each hold counts from its own
+// answer.
+func (t *Term) clearAll(ctx context.Context, ended []endedTerm) error {
+	errs := make(chan error, len(ended))
+	for _, e := range ended {
+		go func() { errs <- t.c.clearer.clearEnded(ctx, e) }()
 	}
-	return t.holdUntil(ctx, hold, held, aheadEnded)
+	var first error
+	for range ended {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // logWait says what the candidate waits on, once per change.
@@ -372,6 +423,62 @@ func (t *Term) idOf(ctx context.Context, q *olderTerm) string {
 	return id
 }
 
+// waitEvent watches the nearest older sentinel and, when it belongs to
+// another term or is missing, the nearest older queue key, from just after
+// the read; with N holders, those of the N nearest terms (view.watched).
+// It returns once one of them moved (olderTerm.moved) or a watch broke
+// (compaction, a lost etcd leader): either way the caller reads again,
+// and the read decides. A read whose older terms are beyond its pages
+// only, with nothing to watch, is read again after recordPoll.
+func (t *Term) waitEvent(ctx context.Context, v view) error {
+	ts := v.watched()
+	if len(ts) == 0 {
+		if !sleep(ctx, recordPoll) {
+			return ctx.Err()
+		}
+		return nil
+	}
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	var keys []string
+	for _, p := range ts {
+		keys = append(keys, p.key)
+	}
+	ws, stop := t.watchAll(wctx, keys, v.rev)
+	defer stop()
+	var progress <-chan time.Time
+	keyless := v.keylessSentinels()
+	if len(keyless) > 0 {
+		tick := time.NewTicker(t.c.cfg.LeaseWaitLog)
+		defer tick.Stop()
+		progress = tick.C
+	}
+	for {
+		var w watched
+		select {
+		case w = <-ws:
+		case <-progress:
+			for _, s := range keyless {
+				t.logLeaseLeft(ctx, s.lease)
+			}
+			continue
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if !w.ok {
+			return nil
+		}
+		if err := w.resp.Err(); err != nil {
+			t.c.log.Debug("predecessor watch interrupted; looking again", "error", err)
+			return nil
+		}
+		if slices.ContainsFunc(w.resp.Events, ts[w.i].moved) {
+			t.c.log.Debug("predecessor moved; looking again", "key", keys[w.i])
+			return nil
+		}
+	}
+}
+
 // logLeaseLeft says that the wait for an older lease goes on, and for at
 // most how long: one question to etcd, not retried, as only the log needs
 // the answer.
@@ -391,88 +498,19 @@ func (t *Term) logLeaseLeft(ctx context.Context, id clientv3.LeaseID) {
 		"lease", leaseHex(id), "at_most", time.Duration(ttl+1)*time.Second)
 }
 
-// wakeup is what woke a wait: the key that moved, when (boot clock), and
-// how long after that the term may not start should the key's lease be
-// gone (earlyEnd).
-type wakeup struct {
-	key   string
-	at    time.Duration
-	early time.Duration
-}
-
-// waitEvent watches the nearest older sentinel and, when it belongs to
-// another term or is missing, the nearest older queue key, from just after
-// the read; with N holders, those of the N nearest terms (view.watched). It
-// returns the leases of the keys that moved (term.moved), and unwatch,
-// which ends the watches: the caller calls it once it has sent what the
-// wake-up asks. A broken watch (compaction, a lost etcd leader) returns
-// nothing, its watches already ended: the caller reads again.
-func (t *Term) waitEvent(ctx context.Context, v view) (woke map[clientv3.LeaseID]wakeup, unwatch func(), err error) {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	ts := v.watched()
-	var keys []string
-	for _, p := range ts {
-		keys = append(keys, p.key)
-	}
-	// With the values the keys had, which say how a deleted sentinel's
-	// term ended (earlyEnd).
-	ws, stop := t.watchAll(wctx, keys, v.rev, clientv3.WithPrevKV())
-	end := func() {
-		stop()
-		cancel()
-	}
-	defer func() {
-		if woke == nil {
-			end()
-			unwatch = func() {}
-		}
-	}()
-	var progress <-chan time.Time
-	keyless := v.keylessSentinels()
-	if len(keyless) > 0 {
-		tick := time.NewTicker(t.c.cfg.LeaseWaitLog)
-		defer tick.Stop()
-		progress = tick.C
-	}
-	for {
-		var w watched
-		select {
-		case w = <-ws:
-		case <-progress:
-			for _, s := range keyless {
-				t.logLeaseLeft(ctx, s.lease)
-			}
-			continue
-		case <-ctx.Done():
-			return nil, nil, ctx.Err()
-		}
-		if !w.ok {
-			return nil, nil, nil
-		}
-		if err := w.resp.Err(); err != nil {
-			t.c.log.Debug("predecessor watch interrupted; looking again", "error", err)
-			return nil, nil, nil
-		}
-		if i := slices.IndexFunc(w.resp.Events, ts[w.i].moved); i >= 0 {
-			t.c.log.Debug("predecessor moved; looking again", "key", keys[w.i])
-			up := wakeup{key: keys[w.i], at: t.c.cfg.Now(), early: t.c.earlyEnd(w.resp.Events[i], &w.resp.Header, t.TTL)}
-			return map[clientv3.LeaseID]wakeup{ts[w.i].lease: up}, end, nil
-		}
-	}
-}
-
-// startRead is the start read: one read-only transaction that checks this
-// term's own keys (create revision and lease), reads the nearest valid
-// queue key and sentinel below them (with N holders, the N nearest and
-// whether one more is there), the pause and the run's records, retrying
-// until ctx ends, and sent again every r while unanswered (hedged). It
-// returns an error wrapping ErrKeyDeleted when the own keys are not intact,
-// ErrPaused when the election is paused, or ErrRunDone when every slot
-// ran the run id.
+// startRead is the start read (step 5): one read-only transaction that
+// checks this term's own keys (create revision, and lease for the two on
+// it), reads the nearest valid queue key, sentinel and records below them
+// (with N holders, the N nearest and whether one more is there), the
+// pause and the run's records, retrying until ctx ends, and sent again
+// every r while unanswered (hedged). It returns an error wrapping
+// ErrKeyDeleted when the own keys are not intact, ErrPaused when the
+// election is paused, or ErrRunDone when every slot ran the run id.
 func (t *Term) startRead(ctx context.Context) (view, error) {
 	l := t.c.cfg.Layout
-	older := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(t.Rev - 1),
+	older := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithMaxCreateRev(t.Rev - 1),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend)}
+	keysOnly := append(slices.Clip(older), clientv3.WithKeysOnly())
 	n := t.c.holders()
 	type read struct {
 		v     view
@@ -483,59 +521,44 @@ func (t *Term) startRead(ctx context.Context) (view, error) {
 	var r read
 	err := retry(ctx, func() (err error) {
 		r, err = hedged(ctx, quietAfter(t.TTL), func(ctx context.Context) (read, error) {
-			var v view
-			var mine bool
-			var pause int64
-			var done error
+			var x read
 			err := t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) error {
-				page := append(older, clientv3.WithLimit(int64(startReadPage+n-1)))
+				limit := clientv3.WithLimit(int64(startReadPage + n - 1))
 				resp, err := t.c.cfg.Client.Txn(rctx).
 					If(t.intact()...).
-					Then(append([]clientv3.Op{clientv3.OpGet(l.QueuePrefix(), page...), clientv3.OpGet(l.SentinelPrefix(), page...),
+					Then(append([]clientv3.Op{clientv3.OpGet(l.QueuePrefix(), append(slices.Clip(keysOnly), limit)...),
+						clientv3.OpGet(l.SentinelPrefix(), append(slices.Clip(keysOnly), limit)...),
+						clientv3.OpGet(l.RecordPrefix(), append(slices.Clip(older), limit)...),
 						clientv3.OpGet(l.PauseKey(), clientv3.WithKeysOnly())}, t.c.readRun()...)...).
 					Commit()
 				if err != nil {
 					return err
 				}
 				t.c.renewals.seeTerm(resp.Header)
-				v, mine = view{rev: resp.Header.Revision, n: n}, resp.Succeeded
-				if !mine {
+				x = read{v: view{rev: resp.Header.Revision, n: n}, mine: resp.Succeeded}
+				if !x.mine {
 					return nil
 				}
-				if p := resp.Responses[2].GetResponseRange().Kvs; len(p) > 0 {
-					pause = p[0].ModRevision
+				if p := resp.Responses[3].GetResponseRange().Kvs; len(p) > 0 {
+					x.pause = p[0].ModRevision
 					return nil
 				}
-				if len(resp.Responses) > 3 {
-					if done = t.c.checkRun(resp.Responses[3].GetResponseRange().Kvs); done != nil {
+				if len(resp.Responses) > 4 {
+					if x.done = t.c.checkRun(resp.Responses[4].GetResponseRange().Kvs); x.done != nil {
 						return nil
 					}
 				}
-				q, s := resp.Responses[0].GetResponseRange(), resp.Responses[1].GetResponseRange()
-				v.scan(l, q.Kvs, s.Kvs)
-				// Foreign keys filled a page: read on past them, at the same
-				// revision, so that none can hide a valid key.
-				if q.More && v.queued < n+1 {
-					if q.Kvs, err = t.readAt(rctx, l.QueuePrefix(), v.rev, older); err != nil {
-						return err
-					}
-				}
-				if s.More && v.terms < n+1 {
-					if s.Kvs, err = t.readAt(rctx, l.SentinelPrefix(), v.rev, older); err != nil {
-						return err
-					}
-				}
-				v.scan(l, q.Kvs, s.Kvs)
-				return nil
+				pages := []*pb.RangeResponse{resp.Responses[0].GetResponseRange(), resp.Responses[1].GetResponseRange(), resp.Responses[2].GetResponseRange()}
+				return t.readOn(rctx, &x.v, pages, keysOnly, older)
 			})
-			return read{v, mine, pause, done}, err
+			return x, err
 		})
 		return err
 	})
-	v, mine := r.v, r.mine
+	v := r.v
 	switch {
 	case err != nil:
-	case !mine:
+	case !r.mine:
 		err = fmt.Errorf("while waiting: %w", ErrKeyDeleted)
 	case r.pause > 0:
 		err = paused(r.pause)
@@ -545,8 +568,50 @@ func (t *Term) startRead(ctx context.Context) (view, error) {
 	return v, err
 }
 
+// readOn fills v from the start read's pages of queue keys, sentinels and
+// records. A page that foreign keys filled before it held n+1 valid keys
+// is read on, at the read's revision, so that none can hide a valid key;
+// one cut short after n+1 valid keys sets the view's floor.
+func (t *Term) readOn(ctx context.Context, v *view, pages []*pb.RangeResponse, keysOnly, older []clientv3.OpOption) error {
+	l := t.c.cfg.Layout
+	prefixes := []string{l.QueuePrefix(), l.SentinelPrefix(), l.RecordPrefix()}
+	valid := []func(*mvccpb.KeyValue) bool{l.ValidQueueKey, l.ValidSentinel, l.ValidRecord}
+	for i, p := range pages {
+		if !p.More {
+			continue
+		}
+		if countFunc(p.Kvs, valid[i]) >= v.n+1 {
+			if i < 2 && len(p.Kvs) > 0 {
+				v.floor = max(v.floor, p.Kvs[len(p.Kvs)-1].CreateRevision)
+			}
+			continue
+		}
+		opts := keysOnly
+		if i == 2 {
+			opts = older
+		}
+		kvs, err := t.readAt(ctx, prefixes[i], v.rev, opts)
+		if err != nil {
+			return err
+		}
+		p.Kvs = kvs
+	}
+	v.scan(l, pages[0].Kvs, pages[1].Kvs, pages[2].Kvs)
+	return nil
+}
+
+func countFunc[T any](s []T, f func(T) bool) int {
+	n := 0
+	for _, x := range s {
+		if f(x) {
+			n++
+		}
+	}
+	return n
+}
+
 func (t *Term) readAt(ctx context.Context, prefix string, rev int64, opts []clientv3.OpOption) ([]*mvccpb.KeyValue, error) {
-	resp, err := t.c.cfg.Client.Get(ctx, prefix, append(opts, clientv3.WithRev(rev))...)
+	resp, err := t.c.cfg.Client.Get(ctx, prefix, append(slices.Clip(opts), clientv3.WithRev(rev))...)
 	if err != nil {
 		return nil, err
 	}
@@ -554,123 +619,14 @@ func (t *Term) readAt(ctx context.Context, prefix string, rev int64, opts []clie
 }
 
 // intact compares this term's keys with what it created: same create
-// revision, same lease.
+// revision, and the queue key and sentinel on the term's lease.
 func (t *Term) intact() []clientv3.Cmp {
 	return []clientv3.Cmp{
 		clientv3.Compare(clientv3.CreateRevision(t.Key), "=", t.Rev),
 		clientv3.Compare(clientv3.LeaseValue(t.Key), "=", t.Lease),
 		clientv3.Compare(clientv3.CreateRevision(t.Sentinel), "=", t.Rev),
 		clientv3.Compare(clientv3.LeaseValue(t.Sentinel), "=", t.Lease),
-	}
-}
-
-// leasesGone asks etcd about each lease once (retrying errors). Only TTL -1
-// means gone: the TTL is truncated to whole seconds, so a live lease with
-// under a second left answers 0.
-func (t *Term) leasesGone(ctx context.Context, leases map[clientv3.LeaseID]wakeup) map[clientv3.LeaseID]bool {
-	out := map[clientv3.LeaseID]bool{}
-	for id := range leases {
-		gone, err := t.leaseGone(ctx, id)
-		out[id] = gone && err == nil
-	}
-	return out
-}
-
-func (t *Term) leaseGone(ctx context.Context, id clientv3.LeaseID) (bool, error) {
-	ttl, err := t.leaseTTL(ctx, id)
-	return ttl == -1, err
-}
-
-// leaseTTL is the lease's remaining TTL in whole seconds, -1 once it is
-// gone, asked until etcd answers, and again every r while unanswered
-// (hedged).
-func (t *Term) leaseTTL(ctx context.Context, id clientv3.LeaseID) (int64, error) {
-	var ttl int64
-	err := retry(ctx, func() (err error) {
-		ttl, err = hedged(ctx, quietAfter(t.TTL), func(ctx context.Context) (int64, error) {
-			var ttl int64
-			err := t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) error {
-				resp, err := t.c.cfg.Client.TimeToLive(rctx, id)
-				if err != nil {
-					return err
-				}
-				t.c.log.Trace("predecessor lease looked up")
-				ttl = resp.TTL
-				return nil
-			})
-			return ttl, err
-		})
-		return err
-	})
-	return ttl, err
-}
-
-// barrier waits until every lease in pending is gone: a deleted key does
-// not prove a stopped child; a gone lease does, because the holder's fence
-// fires before etcd can expire it. With N holders it waits until fewer
-// than N terms are left, counting those the last read v showed (which can
-// only have become fewer since: nothing new can appear below this term)
-// and the pending leases not among them; but a pending lease of a term
-// whose number of holders is unknown (view.bare) it waits out whatever the
-// count, as no other term may run beside a term of one.
-func (t *Term) barrier(ctx context.Context, v view, pending map[clientv3.LeaseID]bool) error {
-	var counted []clientv3.LeaseID
-	for id, bare := range pending {
-		switch {
-		case v.leases[id]:
-		case bare:
-			if err := t.leaseEnd(ctx, id); err != nil {
-				return err
-			}
-		default:
-			counted = append(counted, id)
-		}
-	}
-	left := len(counted)
-	for _, id := range counted {
-		if v.older+left < v.n {
-			break
-		}
-		left--
-		if err := t.leaseEnd(ctx, id); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// leaseEnd polls lease id until it is gone, and says so in the log.
-func (t *Term) leaseEnd(ctx context.Context, id clientv3.LeaseID) error {
-	// The term's queue key, gone or not, names whose lease it is.
-	key := t.c.cfg.Layout.QueueKey(id)
-	var logged time.Time
-	for {
-		ttl, err := t.leaseTTL(ctx, id)
-		if err != nil {
-			return t.waitErr(ctx, err)
-		}
-		if ttl == -1 {
-			t.c.log.Trace("predecessor lease gone")
-			return nil
-		}
-		// The TTL is truncated to whole seconds: at most one more.
-		atMost := time.Duration(ttl+1) * time.Second
-		switch {
-		case logged.IsZero():
-			if o := t.c.cfg.Observer; o != nil {
-				o.BarrierWait()
-			}
-			t.c.log.Info("waiting for predecessor lease to end", "key", key, "lease", leaseHex(id), "at_most", atMost)
-			logged = time.Now()
-		case time.Since(logged) >= t.c.cfg.LeaseWaitLog:
-			t.c.log.Info("still waiting for predecessor lease to end", "key", key, "lease", leaseHex(id), "at_most", atMost)
-			logged = time.Now()
-		}
-		select {
-		case <-ctx.Done():
-			return t.waitErr(ctx)
-		case <-time.After(leasePoll):
-		}
+		clientv3.Compare(clientv3.CreateRevision(t.Record), "=", t.Rev),
 	}
 }
 

@@ -38,7 +38,7 @@ type Config struct {
 	// with its child (docs/design.md, "More than one holder"); 0 means 1.
 	// Every candidate of an election must be given the same number.
 	Holders int
-	// Containment, if not "", is recorded in each term's sentinel, one word
+	// Containment, if not "", is recorded in each term's record, one word
 	// that says what holds its child's processes together, for status to
 	// show; the campaign does nothing else with it.
 	Containment string
@@ -85,28 +85,10 @@ type Campaigner struct {
 	log      hclog.Logger
 	answers  reachability
 	renewals *renewals // shared by every Campaigner on cfg.Client
-	// sitOutUntil is the boot-clock time before which Campaign does not
-	// campaign, set when a term ends early (Term.endedEarly); 0: none.
-	sitOutUntil atomic.Int64
+	clearer  clearer
 	// paused is set when a term ended on the election's pause: the next
 	// campaign waits for the resume first (awaitResume).
 	paused atomic.Bool
-	// judged is the revision up to which every early end of a term that
-	// may have run a child has been waited out, or is being, by a term of
-	// this candidate; 0 before its first term. A term replays the
-	// sentinels' deletes after it (Term.replay).
-	judged atomic.Int64
-	// own holds the leases of this candidate's terms since its last
-	// replay, whose ends a replay passes over: their children are gone
-	// (Term.replay). early is the last of its terms that ended early, and
-	// when that was seen (noteEarly): its sit-out covers what ended
-	// before it.
-	own struct {
-		sync.Mutex
-		leases []clientv3.LeaseID
-		early  clientv3.LeaseID
-		at     time.Duration
-	}
 }
 
 // New checks cfg and returns a Campaigner.
@@ -145,7 +127,26 @@ func New(cfg Config) (*Campaigner, error) {
 	if cfg.LeaseWaitLog <= 0 {
 		cfg.LeaseWaitLog = 5 * time.Second
 	}
-	return &Campaigner{cfg: cfg, log: cfg.Logger, renewals: renewalsOf(cfg.Client)}, nil
+	c := &Campaigner{cfg: cfg, log: cfg.Logger, renewals: renewalsOf(cfg.Client)}
+	c.clearer = clearer{
+		cli: cfg.Client,
+		req: func(ctx context.Context, f func(context.Context) error) error {
+			_, err := hedged(ctx, quietAfter(cfg.TTL), func(ctx context.Context) (struct{}, error) {
+				return struct{}{}, c.request(ctx, cfg.RequestTimeout, f)
+			})
+			return err
+		},
+		now: cfg.Now, log: cfg.Logger,
+		margin: cfg.FenceMargin, ttl: cfg.TTL,
+		see: c.renewals.seeTerm, known: c.knownTerm,
+		waiting: func() {
+			if o := cfg.Observer; o != nil {
+				o.BarrierWait()
+			}
+		},
+		logEvery: cfg.LeaseWaitLog,
+	}
+	return c, nil
 }
 
 // MaxHolders bounds Config.Holders: a waiter watches up to two keys of each
@@ -162,18 +163,15 @@ func (c *Campaigner) renewEvery() time.Duration {
 
 // Campaign runs one term up to leadership (docs/design.md, "One term"). It
 // blocks until a read taken after the last wake-up shows this term's own
-// keys intact, no valid queue key and no other valid sentinel below its
-// own, and every lease seen leaving is gone (with Holders N: fewer than N
-// older terms, counting those leases), and, with N > 1, it holds a slot;
-// or until ctx ends, the term is
-// lost, or a step fails. On any error the term's lease is revoked, so a
-// failed campaign leaves nothing behind in etcd. A context that ends while
-// another term is ahead gives an error wrapping ErrNotLeader, or
-// ErrUnreachable when etcd did not answer the last request.
+// keys intact and no valid queue key, sentinel or record of another term
+// below its own (with Holders N: fewer than N older terms, those that
+// ended counted until their records are gone), and, with N > 1, it holds
+// a slot; or until ctx ends, the term is lost, or a step fails. On any
+// error the term ends as Revoke ends it, so a failed campaign leaves
+// nothing behind in etcd. A context that ends while another term is ahead
+// gives an error wrapping ErrNotLeader, or ErrUnreachable when etcd did
+// not answer the last request.
 func (c *Campaigner) Campaign(ctx context.Context) (_ *Term, err error) {
-	if err := c.sitOut(ctx); err != nil {
-		return nil, err
-	}
 	if err := c.awaitResume(ctx); err != nil {
 		return nil, err
 	}
@@ -185,10 +183,6 @@ func (c *Campaigner) Campaign(ctx context.Context) (_ *Term, err error) {
 	defer func() {
 		if !ok {
 			c.notePause(err)
-			// A read that found the term's keys or lease gone may come
-			// before the guard's event, which the revoke then mutes: the
-			// early end is noted here all the same.
-			t.endedEarly(err)
 			t.ForgetRun() // its child never started
 			t.Revoke()
 		}
@@ -202,7 +196,8 @@ func (c *Campaigner) Campaign(ctx context.Context) (_ *Term, err error) {
 	if o := c.cfg.Observer; o != nil {
 		o.Queued(t.Key, max(v.queued, v.terms))
 	}
-	if c.cfg.NoWait && !v.clear() {
+	// An ended term ahead is no candidate: it is waited out, not given up on.
+	if c.cfg.NoWait && v.blocked() {
 		return nil, fmt.Errorf("%w: %s", ErrNotLeader, v.ahead())
 	}
 	t.guard(t.Rev)
@@ -215,22 +210,13 @@ func (c *Campaigner) Campaign(ctx context.Context) (_ *Term, err error) {
 		cancel(nil)
 		renewing.Wait()
 	}()
-	// The lease is kept while the term waits or holds (a term with none
-	// ahead may hold after its replay).
+	// The lease is kept while the term waits, clears ended terms or takes
+	// a slot.
 	renewing.Go(func() { t.renewWhileWaiting(wctx) })
-	// Before its wait, which sees only terms still in etcd, the term looks
-	// at those that ended since this candidate last looked.
-	swept, err := t.replay(wctx)
-	if err != nil {
-		return nil, err
-	}
 	if !v.clear() {
 		if err := t.wait(wctx, v); err != nil {
 			return nil, err
 		}
-	}
-	if err := t.holdUntil(wctx, swept.until, swept.key, swept.why); err != nil {
-		return nil, err
 	}
 	t.SlotRev = t.Rev
 	if c.holders() > 1 {
@@ -251,29 +237,6 @@ func (c *Campaigner) Campaign(ctx context.Context) (_ *Term, err error) {
 		c.log.Info("elected", "key", t.Key, "rev", t.Rev)
 	}
 	return t, nil
-}
-
-// sitOut waits until a TTL has passed since a term of this candidate lost
-// its keys or its lease before its deadline (Term.endedEarly). Such an end
-// says that something ended leases early: an operator, or an etcd raft
-// leader that was frozen and, as it resumed, revoked the leases it last
-// knew of although a newer raft leader had renewed them since
-// (docs/design.md, "What stays bounded"). The same sweep may have ended
-// the election's leader's lease while its child still runs, as it may
-// until that leader's deadline, at most a TTL after the sweep. A
-// candidate that campaigned again at once could find no term ahead and
-// start beside that child. A context that ends first gives an error
-// wrapping ErrNotLeader: another term may still lead.
-func (c *Campaigner) sitOut(ctx context.Context) error {
-	left := time.Duration(c.sitOutUntil.Load()) - c.cfg.Now()
-	if left <= 0 {
-		return nil
-	}
-	c.log.Info("a term's lease or keys ended before its deadline; campaigning again once a TTL has passed since", "in", left.Round(time.Millisecond))
-	if !sleep(ctx, left) {
-		return fmt.Errorf("%w: a term's lease ended before its deadline, and a TTL had not passed since", ErrNotLeader)
-	}
-	return nil
 }
 
 // sleep waits for d, or until ctx ends (false). It waits on the monotonic
@@ -320,10 +283,13 @@ func (c *Campaigner) grant(ctx context.Context) (*Term, error) {
 		Lease:    resp.ID,
 		Key:      l.QueueKey(resp.ID),
 		Sentinel: l.SentinelKey(resp.ID),
+		Record:   l.RecordKey(resp.ID),
 		TTL:      time.Duration(resp.TTL) * time.Second,
 	}
-	c.noteTerm(t.Lease)
-	t.rec = record{key: t.Key, holders: c.holders(), slot: -1, containment: c.cfg.Containment, grant: grantMark{term: known, ttl: t.TTL}}
+	t.rec = TermRecord{Key: t.Key, TTL: resp.TTL, RaftTerm: known, Containment: c.cfg.Containment}
+	if c.holders() > 1 {
+		t.rec.Holders = c.holders()
+	}
 	t.ctx, t.lose = context.WithCancelCause(context.Background())
 	t.dl.Store(int64(sent + t.TTL))
 	t.sentAt.Store(int64(sent))

@@ -494,34 +494,38 @@ func TestCampaign(t *testing.T) {
 
 	// Foreign keys between two terms fill the start read's first page; the
 	// read goes on past them and still finds the older term, by its queue
-	// key (its sentinel deleted by hand) or by its sentinel (its queue key
-	// deleted by hand).
+	// key (its sentinel deleted by hand), by its sentinel (its queue key
+	// deleted by hand), or, with foreign keys in every prefix, by any of
+	// its keys.
 	for _, c := range []struct {
-		name     string
-		sentinel bool // forge sentinels (and delete A's queue key), or queue keys
+		name   string
+		forged []string // the prefixes forged in
+		gone   func(a *campaign.Term) string
 	}{
-		{"foreign-queue-keys-paged-past", false},
-		{"foreign-sentinels-paged-past", true},
+		{"foreign-queue-keys-paged-past", []string{"queue"}, func(a *campaign.Term) string { return a.Sentinel }},
+		{"foreign-sentinels-paged-past", []string{"sentinel"}, func(a *campaign.Term) string { return a.Key }},
+		{"foreign-keys-everywhere-paged-past", []string{"queue", "sentinel", "record"}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFixture(t, cli)
 			a := f.lead()
 			xctx, xcancel := context.WithCancel(ctx)
 			x := f.waiting(xctx, 1)
-			prefix, gone := f.l.QueuePrefix(), a.Sentinel
-			if c.sentinel {
-				prefix, gone = f.l.SentinelPrefix(), a.Key
-			}
-			for i := range 12 {
-				if _, err := cli.Put(ctx, fmt.Sprintf("%sz%d", prefix, i), "forged"); err != nil {
-					t.Fatal(err)
+			prefixes := map[string]string{"queue": f.l.QueuePrefix(), "sentinel": f.l.SentinelPrefix(), "record": f.l.RecordPrefix()}
+			for _, p := range c.forged {
+				for i := range 12 {
+					if _, err := cli.Put(ctx, fmt.Sprintf("%sz%d", prefixes[p], i), "forged"); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 			b := f.waiting(ctx, 2)
 			bKey := newest(t, cli, f.l)
 			// A keeps its lease; one of its keys goes by hand.
-			if _, err := cli.Delete(ctx, gone); err != nil {
-				t.Fatal(err)
+			if c.gone != nil {
+				if _, err := cli.Delete(ctx, c.gone(a)); err != nil {
+					t.Fatal(err)
+				}
 			}
 			// X leaves: B wakes up, and its start read must read past the forged
 			// keys to find A's other key, which makes B next in line.
@@ -695,31 +699,36 @@ func TestCampaign(t *testing.T) {
 	})
 
 	// The campaign transaction puts the queue key (value: the id) and the
-	// sentinel (value: the queue key) under the term's lease, both in one
-	// revision, the fencing token; the term says what etcd holds.
+	// sentinel (value: the queue key) under the term's lease, and the
+	// record on no lease, all in one revision, the fencing token; the term
+	// says what etcd holds.
 	t.Run("enqueue", func(t *testing.T) {
 		f := newFixture(t, cli)
 		a := f.lead()
 		id := fmt.Sprintf("c%d", f.n)
-		if a.Key != f.l.QueueKey(a.Lease) || a.Sentinel != f.l.SentinelKey(a.Lease) {
-			t.Errorf("term keys %s, %s; want %s, %s", a.Key, a.Sentinel, f.l.QueueKey(a.Lease), f.l.SentinelKey(a.Lease))
+		if a.Key != f.l.QueueKey(a.Lease) || a.Sentinel != f.l.SentinelKey(a.Lease) || a.Record != f.l.RecordKey(a.Lease) {
+			t.Errorf("term keys %s, %s, %s; want %s, %s, %s", a.Key, a.Sentinel, a.Record, f.l.QueueKey(a.Lease), f.l.SentinelKey(a.Lease), f.l.RecordKey(a.Lease))
 		}
-		resp, err := cli.Txn(ctx).Then(clientv3.OpGet(a.Key), clientv3.OpGet(a.Sentinel)).Commit()
+		resp, err := cli.Txn(ctx).Then(clientv3.OpGet(a.Key), clientv3.OpGet(a.Sentinel), clientv3.OpGet(a.Record)).Commit()
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The sentinel records the raft term known before the grant, and
-		// the TTL (docs/design.md, "An early end after a raft leader change").
-		for i, want := range []struct{ key, value string }{{a.Key, "^" + regexp.QuoteMeta(id) + "$"}, {a.Sentinel, "^" + regexp.QuoteMeta(a.Key) + ` grant=[1-9]\d*/10$`}} {
+		// The record names the queue key, the TTL and the raft term known
+		// before the grant (docs/design.md, "The term record").
+		for i, want := range []struct {
+			key, value string
+			lease      clientv3.LeaseID
+		}{{a.Key, "^" + regexp.QuoteMeta(id) + "$", a.Lease}, {a.Sentinel, "^" + regexp.QuoteMeta(a.Key) + "$", a.Lease},
+			{a.Record, `^\{"key":"` + regexp.QuoteMeta(a.Key) + `","ttl":10,"raft_term":[1-9]\d*\}$`, 0}} {
 			kvs := resp.Responses[i].GetResponseRange().Kvs
 			if len(kvs) != 1 {
 				t.Fatalf("%s: %d keys in etcd, want 1", want.key, len(kvs))
 			}
 			kv := kvs[0]
-			if !regexp.MustCompile(want.value).Match(kv.Value) || clientv3.LeaseID(kv.Lease) != a.Lease ||
+			if !regexp.MustCompile(want.value).Match(kv.Value) || clientv3.LeaseID(kv.Lease) != want.lease ||
 				kv.CreateRevision != a.Rev || kv.ModRevision != a.Rev {
 				t.Errorf("%s = %q, lease %x, created at %d, modified at %d; want a value matching %q, lease %x, both at the term's %d",
-					want.key, kv.Value, kv.Lease, kv.CreateRevision, kv.ModRevision, want.value, int64(a.Lease), a.Rev)
+					want.key, kv.Value, kv.Lease, kv.CreateRevision, kv.ModRevision, want.value, int64(want.lease), a.Rev)
 			}
 		}
 		ttl, err := cli.TimeToLive(ctx, a.Lease, clientv3.WithAttachedKeys())
@@ -742,9 +751,10 @@ func TestCampaign(t *testing.T) {
 	})
 
 	// A live term's queue key and sentinel both deleted by hand in one
-	// revision, as a delete of the prefix does: the waiter that watched
-	// them waits for the lease itself. (A newcomer would find nothing to
-	// wait for: docs/design.md, "What stays bounded".)
+	// revision: its record stays, and the waiter that watched them waits
+	// for the lease itself. (With the record deleted too, as a delete of
+	// the election's prefix does, a newcomer would find nothing to wait
+	// for: docs/design.md, "What stays bounded".)
 	t.Run("keys-deleted-lease-lives", func(t *testing.T) {
 		f := newFixture(t, cli)
 		a := f.lead()
@@ -762,7 +772,8 @@ func TestCampaign(t *testing.T) {
 	// The log names the predecessor's id, and a wait for an older lease
 	// says every LeaseWaitLog for at most how long it may still last: both
 	// while the sentinel is watched (queue key deleted) and while the
-	// lease is asked about (sentinel deleted too, under the watch).
+	// lease is asked about (sentinel deleted too, under the watch: the
+	// record is left).
 	t.Run("wait-logged", func(t *testing.T) {
 		f := newFixture(t, cli)
 		log := newTestLog()

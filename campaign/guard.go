@@ -9,8 +9,8 @@ import (
 )
 
 // guard ends the term, from its creation on, waiting or leading, when its
-// queue key or sentinel is deleted or put under another lease, or when a
-// resign request names it; guardKeys adds the slot key once the term holds
+// queue key or sentinel is deleted or put under another lease, when its
+// record is deleted or created anew, or when a resign request names it; guardKeys adds the slot key once the term holds
 // one. A waiter that lost its keys would otherwise go on renewing a lease
 // that blocks every newer term, and a resign aimed at a candidate still in
 // its barrier would be lost. Its goroutines end with the term's context;
@@ -21,7 +21,7 @@ func (t *Term) guard(from int64) {
 	s := newTermStream(t.c.cfg.Client, t.c.log, t.Key, t.TTL)
 	t.watches = s
 	t.guards.Go(func() { s.monitor(t.ctx) })
-	t.guardKeys([]owned{{t.Key, t.Rev}, {t.Sentinel, t.Rev}}, true, from)
+	t.guardKeys([]owned{{t.Key, t.Rev, t.Lease}, {t.Sentinel, t.Rev, t.Lease}, {t.Record, t.Rev, 0}}, true, from)
 }
 
 // owned is a key of the term's: deleted, or put again (another lease,
@@ -29,6 +29,7 @@ func (t *Term) guard(from int64) {
 type owned struct {
 	key     string
 	created int64
+	lease   clientv3.LeaseID // the term's, or 0 for its record
 }
 
 // guardKeys watches keys, and the resign request when resign is set, from
@@ -136,7 +137,7 @@ func (g keyGuard) event(ev *clientv3.Event) error {
 		case ev.Type == clientv3.EventTypeDelete:
 			t.c.log.Warn("key deleted", "key", key, "rev", ev.Kv.ModRevision)
 			return ErrKeyDeleted
-		case clientv3.LeaseID(ev.Kv.Lease) != t.Lease || ev.Kv.CreateRevision != k.created:
+		case clientv3.LeaseID(ev.Kv.Lease) != k.lease || ev.Kv.CreateRevision != k.created:
 			t.c.log.Warn("key replaced", "key", key, "lease", leaseHex(clientv3.LeaseID(ev.Kv.Lease)), "rev", ev.Kv.ModRevision)
 			return ErrKeyReplaced
 		}
@@ -190,7 +191,7 @@ func (g keyGuard) check(ctx context.Context) (int64, error) {
 			t.c.log.Warn("key deleted", "key", k.key)
 			return 0, fmt.Errorf("re-read: %w", ErrKeyDeleted)
 		}
-		if clientv3.LeaseID(kvs[0].Lease) != t.Lease || kvs[0].CreateRevision != k.created {
+		if clientv3.LeaseID(kvs[0].Lease) != k.lease || kvs[0].CreateRevision != k.created {
 			t.c.log.Warn("key replaced", "key", k.key)
 			return 0, fmt.Errorf("re-read: %w", ErrKeyReplaced)
 		}

@@ -121,9 +121,10 @@ func wiredClient(t *testing.T, c *etcdtest.Cluster, w *wire) *clientv3.Client {
 }
 
 // A graceful handoff asks etcd for what the promise needs and nothing
-// more: the old leader's revoke, then the next leader's start read and its
-// look-up of the old lease (only a gone lease proves the old child gone),
-// and the cancel of its wait's watch, which shares the term's stream with
+// more: the old leader's end, one transaction that deletes its record and
+// keys (only the record's end by its term proves the old child gone), then
+// its revoke, and the next leader's start read and the cancel of its
+// wait's watch, which shares the term's stream with
 // its guard (campaign/stall.go: one progress request asks after both). The
 // old leader cancels no watch (its guard closes its stream), and the new
 // leader renews no sooner and no more often than its cadence demands: r
@@ -182,8 +183,8 @@ func TestHandoffRequests(t *testing.T) {
 	// Progress requests come at the term stream's cadence, whether a
 	// handoff falls between two or not.
 	progress := func(m string) bool { return strings.Contains(m, "progress_request") }
-	if got := slices.DeleteFunc(oldWire.record(false), progress); !slices.Equal(got, []string{"/etcdserverpb.Lease/LeaseRevoke"}) {
-		t.Errorf("the old leader sent %q in the handoff, want only its revoke", got)
+	if got := slices.DeleteFunc(oldWire.record(false), progress); !slices.Equal(got, []string{"/etcdserverpb.KV/Txn", "/etcdserverpb.Lease/LeaseRevoke"}) {
+		t.Errorf("the old leader sent %q in the handoff, want its end and its revoke", got)
 	}
 	sent, at := newWire.recordAt(false)
 	var got []string
@@ -215,8 +216,8 @@ func TestHandoffRequests(t *testing.T) {
 		t.Errorf("the new leader renewed %d times in the handoff, its cadence allows %d", len(renewed), allowed)
 	}
 	slices.Sort(got)
-	if want := []string{"/etcdserverpb.KV/Txn", "/etcdserverpb.Lease/LeaseTimeToLive", "/etcdserverpb.Watch/Watch cancel_request"}; !slices.Equal(got, want) {
-		t.Errorf("the new leader sent %q in the handoff, want %q: the start read, the old lease's look-up and the wait's cancel", got, want)
+	if want := []string{"/etcdserverpb.KV/Txn", "/etcdserverpb.Watch/Watch cancel_request"}; !slices.Equal(got, want) {
+		t.Errorf("the new leader sent %q in the handoff, want %q: the start read and the wait's cancel", got, want)
 	}
 }
 

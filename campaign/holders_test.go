@@ -247,9 +247,9 @@ func TestHolders(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, mod := "^"+regexp.QuoteMeta(a.Key)+` grant=[1-9]\d*/10$`, a.Rev
+			want, mod := "^"+regexp.QuoteMeta(a.Key)+`$`, a.Rev
 			if n > 1 {
-				want, mod = fmt.Sprintf(`^%s grant=[1-9]\d*/10 slot=0 holders=%d$`, regexp.QuoteMeta(a.Key), n), a.SlotRev
+				want, mod = fmt.Sprintf(`^%s slot=0 holders=%d$`, regexp.QuoteMeta(a.Key), n), a.SlotRev
 			}
 			if len(resp.Kvs) != 1 || !regexp.MustCompile(want).Match(resp.Kvs[0].Value) || resp.Kvs[0].CreateRevision != a.Rev ||
 				resp.Kvs[0].ModRevision != mod || clientv3.LeaseID(resp.Kvs[0].Lease) != a.Lease {
@@ -258,6 +258,19 @@ func TestHolders(t *testing.T) {
 			}
 			if h := campaign.HoldersOf(resp.Kvs[0].Value); h != n {
 				t.Errorf("N=%d: HoldersOf(%q) = %d", n, resp.Kvs[0].Value, h)
+			}
+			rec, err := cli.Get(ctx, a.Record)
+			if err != nil || len(rec.Kvs) != 1 {
+				t.Fatalf("N=%d: record %v (%v)", n, rec, err)
+			}
+			r, ok := campaign.ParseRecord(rec.Kvs[0].Value)
+			switch {
+			case !ok || r.Key != a.Key:
+				t.Errorf("N=%d: record %q does not name the term", n, rec.Kvs[0].Value)
+			case n == 1 && (r.Holders != 0 || r.Slot != nil):
+				t.Errorf("one holder: record %q names holders or a slot", rec.Kvs[0].Value)
+			case n > 1 && (r.Holders != n || r.Slot == nil || *r.Slot != 0 || rec.Kvs[0].ModRevision != a.SlotRev):
+				t.Errorf("N=%d: record %q, modified at %d; want holders %d and slot 0, written with the slot key at %d", n, rec.Kvs[0].Value, rec.Kvs[0].ModRevision, n, a.SlotRev)
 			}
 			slots := slotKeys(t, cli, f.l)
 			switch {
@@ -438,16 +451,38 @@ func TestHoldersBounds(t *testing.T) {
 		}
 	})
 
-	// A term of one holder whose sentinel was deleted by hand, its queue
-	// key and lease alive: its number of holders is unknown, so a
-	// candidate of two waits for its lease as for a term of one, and one
+	// A term of one holder whose sentinel was deleted by hand, its record
+	// left: the record says its number of holders, and a candidate of two
+	// refuses, as beside its sentinel.
+	t.Run("record-says-n", func(t *testing.T) {
+		f := newFixture(t, cli)
+		f.holders = 1
+		a := f.lead()
+		keepAlive(t, cli, a.Lease)
+		if _, err := cli.Delete(ctx, a.Sentinel); err != nil {
+			t.Fatal(err)
+		}
+		f.holders = 2
+		var he *campaign.HoldersError
+		if tn, err := f.campaigner(false).Campaign(ctx); !errors.As(err, &he) || he.Found != 1 || he.Sentinel != a.Record {
+			if tn != nil {
+				tn.Revoke()
+			}
+			t.Errorf("a candidate of two beside a term of one without its sentinel = %v, want a HoldersError naming its record", err)
+		}
+		a.Revoke()
+	})
+
+	// A term of one holder whose sentinel and record were deleted by hand,
+	// its queue key and lease alive: its number of holders is unknown, so
+	// a candidate of two waits for its lease as for a term of one, and one
 	// that may not wait gives up.
 	t.Run("bare-queue-key-blocks", func(t *testing.T) {
 		f := newFixture(t, cli)
 		f.holders = 1
 		a := f.lead()
 		keepAlive(t, cli, a.Lease)
-		if _, err := cli.Delete(ctx, a.Sentinel); err != nil {
+		if _, err := cli.Txn(ctx).Then(clientv3.OpDelete(a.Sentinel), clientv3.OpDelete(a.Record)).Commit(); err != nil {
 			t.Fatal(err)
 		}
 		f.holders = 2
@@ -459,29 +494,6 @@ func TestHoldersBounds(t *testing.T) {
 		}
 		c := f.waiting(ctx, 0)
 		f.next(c, newest(t, cli, f.l))
-		still(t, c, "A's lease lives")
-		a.Revoke()
-		f.await(c)
-	})
-
-	// The same term's queue key then deleted by hand too, its lease still
-	// alive: the waiter that watched the key waits the lease out, as it
-	// would for a term of one, though one older term is fewer than two.
-	t.Run("bare-queue-key-deleted-lease-lives", func(t *testing.T) {
-		f := newFixture(t, cli)
-		f.holders = 1
-		a := f.lead()
-		keepAlive(t, cli, a.Lease)
-		if _, err := cli.Delete(ctx, a.Sentinel); err != nil {
-			t.Fatal(err)
-		}
-		f.holders = 2
-		c := f.waiting(ctx, 0)
-		f.next(c, newest(t, cli, f.l))
-		if _, err := cli.Delete(ctx, a.Key); err != nil {
-			t.Fatal(err)
-		}
-		f.waitsOnLease(c)
 		still(t, c, "A's lease lives")
 		a.Revoke()
 		f.await(c)

@@ -2,10 +2,8 @@ package campaign
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
-	"time"
 	"unicode"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -19,11 +17,11 @@ import (
 //	                       concurrency.Election layout, so etcdctl elect -l
 //	                       and Election.Leader see the same leader)
 //	P.lease/<lease hex>    the term's lease sentinel, value = its queue key,
-//	                       then " grant=<raft term>/<TTL>", " released"
-//	                       once written before the revoke, and
-//	                       " containment=<mode>" (record), and with N > 1
-//	                       holders " slot=<i>" once it took slot i and
-//	                       " holders=<N>" (SentinelValue)
+//	                       and with N > 1 holders " slot=<i>" once it took
+//	                       slot i and " holders=<N>" (SentinelValue)
+//	P.term/<lease hex>     the term's record, on no lease: it outlives the
+//	                       lease until the term's child is known gone
+//	                       (TermRecord)
 //	P.resign               the resign request, value = the queue key asked
 //	P.slot/<i>             with more than one holder, the slot i (0...N-1)
 //	                       a holding term took, value = its queue key
@@ -34,13 +32,15 @@ import (
 //	P.health/<lease hex>   the verdict of the term's health check, written
 //	                       when it changes (HealthRecord)
 //
-// Every key of a term is attached to the term's lease and named by it, so
-// it goes exactly when the lease ends; the resign request and the pause
-// belong to no term, and a run's record to a lease of its own. The
-// election names reserved below keep one election's keys out of every
-// other's.
+// Every key of a term but its record is attached to the term's lease and
+// named by it, so it goes exactly when the lease ends; the record goes
+// only when its term, or a successor, knows the child gone. The resign
+// request and the pause belong to no term, and a run's record to a lease
+// of its own. The election names reserved below keep one election's keys
+// out of every other's.
 const (
 	sentinelSuffix = ".lease"
+	recordSuffix   = ".term"
 	resignSuffix   = ".resign"
 	slotSuffix     = ".slot"
 	pauseSuffix    = ".pause"
@@ -53,7 +53,7 @@ const (
 	MaxIDLen = 256
 )
 
-var reservedSuffixes = []string{sentinelSuffix, resignSuffix, slotSuffix, pauseSuffix, runSuffix, healthSuffix}
+var reservedSuffixes = []string{sentinelSuffix, recordSuffix, resignSuffix, slotSuffix, pauseSuffix, runSuffix, healthSuffix}
 
 // Layout names the keys of one election.
 type Layout struct {
@@ -86,6 +86,9 @@ func (l Layout) QueuePrefix() string { return l.p + "/" }
 
 // SentinelPrefix holds the terms' lease sentinels.
 func (l Layout) SentinelPrefix() string { return l.p + sentinelSuffix + "/" }
+
+// RecordPrefix holds the terms' records.
+func (l Layout) RecordPrefix() string { return l.p + recordSuffix + "/" }
 
 // ResignKey is where etcdlead resign asks a leader to step down.
 func (l Layout) ResignKey() string { return l.p + resignSuffix }
@@ -132,93 +135,12 @@ func SentinelValue(key string, holders, slot int) string {
 	return key + holdersSep + strconv.Itoa(holders)
 }
 
-// holdersSep, slotSep, containmentSep and grantSep cannot occur in a
-// queue key: a prefix has no whitespace.
+// holdersSep and slotSep cannot occur in a queue key: a prefix has no
+// whitespace.
 const (
-	holdersSep     = " holders="
-	slotSep        = " slot="
-	containmentSep = " containment="
-	grantSep       = " grant="
-	releasedWord   = "released"
+	holdersSep = " holders="
+	slotSep    = " slot="
 )
-
-// record is everything a term writes into its sentinel: SentinelValue's
-// fields, and after the queue key the fields only status and the barrier
-// read. Every reader of the older fields looks for them by their
-// separators, so the value stays readable to an etcdlead that knows none
-// of the newer ones.
-type record struct {
-	key     string
-	holders int
-	slot    int // -1 until the term takes one
-	// containment is what holds the term's child together
-	// (Config.Containment), for status to show; "" records none.
-	containment string
-	// grant is the raft term known before the lease was granted, and the
-	// lease's TTL (docs/design.md, "An early end after a raft leader
-	// change"); a zero TTL records none. A term of 0 (none was known)
-	// makes every raft term later.
-	grant grantMark
-	// released says the term's child is gone: written by the term itself,
-	// just before its revoke, when a raft leader change since its grant
-	// may make the revoke look like an early end.
-	released bool
-}
-
-func (r record) String() string {
-	v := SentinelValue(r.key, r.holders, r.slot)
-	var extra strings.Builder
-	if r.grant.ttl > 0 {
-		fmt.Fprintf(&extra, "%s%d/%d", grantSep, r.grant.term, int64(r.grant.ttl/time.Second))
-	}
-	if r.released {
-		extra.WriteString(" " + releasedWord)
-	}
-	if r.containment != "" {
-		extra.WriteString(containmentSep + r.containment)
-	}
-	return r.key + extra.String() + v[len(r.key):]
-}
-
-// grantMark is a sentinel's grant field.
-type grantMark struct {
-	term uint64
-	ttl  time.Duration
-}
-
-// grantOf is the grant a sentinel's value records, if it records one in
-// the form etcdlead writes.
-func grantOf(value []byte) (grantMark, bool) {
-	_, rest, ok := strings.Cut(string(value), grantSep)
-	if !ok {
-		return grantMark{}, false
-	}
-	word, _, _ := strings.Cut(rest, " ")
-	ts, ss, ok := strings.Cut(word, "/")
-	term, err1 := strconv.ParseUint(ts, 10, 64)
-	secs, err2 := strconv.ParseInt(ss, 10, 64)
-	if !ok || err1 != nil || err2 != nil || secs <= 0 || secs > int64(MaxTTL/time.Second) {
-		return grantMark{}, false
-	}
-	return grantMark{term: term, ttl: time.Duration(secs) * time.Second}, true
-}
-
-// releasedOf reports whether a sentinel's value says its term's child is
-// gone (record.released).
-func releasedOf(value []byte) bool {
-	fields := strings.Fields(string(value))
-	return len(fields) > 1 && slices.Contains(fields[1:], releasedWord)
-}
-
-// ContainmentOf is the containment a sentinel's value records, or "".
-func ContainmentOf(value []byte) string {
-	_, rest, ok := strings.Cut(string(value), containmentSep)
-	if !ok {
-		return ""
-	}
-	word, _, _ := strings.Cut(rest, " ")
-	return word
-}
 
 // HoldersOf is the number of holders a sentinel's value records: 1 when it
 // records none (a term of one holder, or of an etcdlead from before
@@ -235,18 +157,6 @@ func HoldersOf(value []byte) int {
 	return h
 }
 
-// SlotOf is the slot a sentinel's value records, if it is one etcdlead
-// writes: a slot below a number of holders that HoldersOf reads.
-func SlotOf(value []byte) (int, bool) {
-	head, _, _ := strings.Cut(string(value), holdersSep)
-	key, s, ok := strings.Cut(head, slotSep)
-	h := HoldersOf(value)
-	if !ok || key == "" || h < 2 {
-		return 0, false
-	}
-	return slotIndex(s, h)
-}
-
 // slotIndex reads s as one of n slots, written as etcdlead writes it.
 func slotIndex(s string, n int) (int, bool) {
 	i, err := strconv.Atoi(s)
@@ -261,6 +171,9 @@ func (l Layout) QueueKey(id clientv3.LeaseID) string { return l.QueuePrefix() + 
 
 // SentinelKey is the sentinel of the term with lease id.
 func (l Layout) SentinelKey(id clientv3.LeaseID) string { return l.SentinelPrefix() + leaseHex(id) }
+
+// RecordKey is the record of the term with lease id.
+func (l Layout) RecordKey(id clientv3.LeaseID) string { return l.RecordPrefix() + leaseHex(id) }
 
 func leaseHex(id clientv3.LeaseID) string { return strconv.FormatInt(int64(id), 16) }
 
@@ -281,6 +194,28 @@ func (l Layout) ValidQueueKey(kv *mvccpb.KeyValue) bool { return validUnder(l.Qu
 
 // ValidSentinel reports whether kv is a term's sentinel in this election.
 func (l Layout) ValidSentinel(kv *mvccpb.KeyValue) bool { return validUnder(l.SentinelPrefix(), kv) }
+
+// RecordLease is the lease of the term whose record kv is, if kv is a
+// valid record of this election: exactly P.term/<lease hex>, the canonical
+// hex of a lease id, on no lease. A record on a lease would go with it,
+// which is what a record must not do: it is no record.
+func (l Layout) RecordLease(kv *mvccpb.KeyValue) (clientv3.LeaseID, bool) {
+	name, ok := strings.CutPrefix(string(kv.Key), l.RecordPrefix())
+	if !ok || kv.Lease != 0 {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(name, 16, 64)
+	if err != nil || id <= 0 || leaseHex(clientv3.LeaseID(id)) != name {
+		return 0, false
+	}
+	return clientv3.LeaseID(id), true
+}
+
+// ValidRecord reports whether kv is a term's record in this election.
+func (l Layout) ValidRecord(kv *mvccpb.KeyValue) bool {
+	_, ok := l.RecordLease(kv)
+	return ok
+}
 
 // NormalPrefix checks a key prefix and returns it ending in '/'. A prefix
 // is a path of non-empty segments; a leading '/' is allowed, as many etcd
@@ -406,8 +341,8 @@ func (e *NameError) words(subject, use string) string {
 
 // SplitKey finds the election a key of etcdlead's layout belongs to, for
 // messages about it (a permission refused on it, say): the election prefix
-// P of a queue key, a sentinel, their prefixes, the resign key or the
-// pause. (Every transaction of a term names its queue key first.)
+// P of a queue key, a sentinel, a record, their prefixes, the resign key or
+// the pause. (Every transaction of a term names its queue key first.)
 func SplitKey(key string) (Layout, bool) {
 	for _, suffix := range []string{resignSuffix, pauseSuffix} {
 		if p, ok := strings.CutSuffix(key, suffix); ok && p != "" {
@@ -419,7 +354,7 @@ func SplitKey(key string) (Layout, bool) {
 		return Layout{}, false
 	}
 	p := key[:i]
-	for _, suffix := range []string{sentinelSuffix, slotSuffix, healthSuffix} {
+	for _, suffix := range []string{sentinelSuffix, recordSuffix, slotSuffix, healthSuffix} {
 		if q, ok := strings.CutSuffix(p, suffix); ok {
 			p = q
 			break

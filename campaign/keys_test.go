@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -37,28 +36,37 @@ func TestValidKeys(t *testing.T) {
 	l := mustLayout(t, "etcdlead/", "x")
 	const id = 0x694d8f1c2a3b9e05
 	for _, c := range []struct {
-		kv              *mvccpb.KeyValue
-		queue, sentinel bool
+		kv                      *mvccpb.KeyValue
+		queue, sentinel, record bool
 	}{
-		{kv(l.QueueKey(id), id), true, false},
-		{kv(l.SentinelKey(id), id), false, true},
-		{kv("etcdlead/x/694d8f1c2a3b9e05", id), true, false},
-		{kv("etcdlead/x/694d8f1c2a3b9e05", id+1), false, false}, // another lease
-		{kv("etcdlead/x/694d8f1c2a3b9e05", 0), false, false},    // no lease
-		{kv("etcdlead/x/694D8F1C2A3B9E05", id), false, false},   // not canonical
-		{kv("etcdlead/x/0694d8f1c2a3b9e05", id), false, false},  // leading zero
-		{kv("etcdlead/x/zzz", id), false, false},                // not hex
-		{kv("etcdlead/x/y/694d8f1c2a3b9e05", id), false, false}, // a nested election
-		{kv("etcdlead/x.lease/y/694d8f1c2a3b9e05", id), false, false},
-		{kv("etcdlead/xx/694d8f1c2a3b9e05", id), false, false}, // another election
-		{kv("etcdlead/x.resign", id), false, false},
-		{kv("etcdlead/x/", id), false, false},
+		{kv(l.QueueKey(id), id), true, false, false},
+		{kv(l.SentinelKey(id), id), false, true, false},
+		{kv(l.RecordKey(id), 0), false, false, true},
+		{kv(l.RecordKey(id), id), false, false, false}, // a record on a lease would go with it
+		{kv("etcdlead/x.term/694D8F1C2A3B9E05", 0), false, false, false},
+		{kv("etcdlead/x.term/0", 0), false, false, false},
+		{kv("etcdlead/x.term/-2a", 0), false, false, false},
+		{kv("etcdlead/x/694d8f1c2a3b9e05", id), true, false, false},
+		{kv("etcdlead/x/694d8f1c2a3b9e05", id+1), false, false, false}, // another lease
+		{kv("etcdlead/x/694d8f1c2a3b9e05", 0), false, false, false},    // no lease
+		{kv("etcdlead/x/694D8F1C2A3B9E05", id), false, false, false},   // not canonical
+		{kv("etcdlead/x/0694d8f1c2a3b9e05", id), false, false, false},  // leading zero
+		{kv("etcdlead/x/zzz", id), false, false, false},                // not hex
+		{kv("etcdlead/x/y/694d8f1c2a3b9e05", id), false, false, false}, // a nested election
+		{kv("etcdlead/x.lease/y/694d8f1c2a3b9e05", id), false, false, false},
+		{kv("etcdlead/x.term/y/694d8f1c2a3b9e05", 0), false, false, false},
+		{kv("etcdlead/xx/694d8f1c2a3b9e05", id), false, false, false}, // another election
+		{kv("etcdlead/x.resign", id), false, false, false},
+		{kv("etcdlead/x/", id), false, false, false},
 	} {
 		if got := l.ValidQueueKey(c.kv); got != c.queue {
 			t.Errorf("ValidQueueKey(%s, lease %x) = %v", c.kv.Key, c.kv.Lease, got)
 		}
 		if got := l.ValidSentinel(c.kv); got != c.sentinel {
 			t.Errorf("ValidSentinel(%s, lease %x) = %v", c.kv.Key, c.kv.Lease, got)
+		}
+		if got := l.ValidRecord(c.kv); got != c.record {
+			t.Errorf("ValidRecord(%s, lease %x) = %v", c.kv.Key, c.kv.Lease, got)
 		}
 	}
 }
@@ -72,6 +80,7 @@ func TestLayoutsDoNotOverlap(t *testing.T) {
 		mustLayout(t, "etcdlead/x/", "y"),
 		mustLayout(t, "etcdlead/x/", "2a"),
 		mustLayout(t, "etcdlead/x.lease/", "2a"),
+		mustLayout(t, "etcdlead/x.term/", "2a"),
 		mustLayout(t, "etcdlead/", "x.2"),
 		mustLayout(t, "etcdlead/", "x-lease"),
 	}
@@ -80,8 +89,8 @@ func TestLayoutsDoNotOverlap(t *testing.T) {
 			if i == j {
 				continue
 			}
-			for _, k := range []*mvccpb.KeyValue{kv(b.QueueKey(id), id), kv(b.SentinelKey(id), id)} {
-				if a.ValidQueueKey(k) || a.ValidSentinel(k) {
+			for _, k := range []*mvccpb.KeyValue{kv(b.QueueKey(id), id), kv(b.SentinelKey(id), id), kv(b.RecordKey(id), 0)} {
+				if a.ValidQueueKey(k) || a.ValidSentinel(k) || a.ValidRecord(k) {
 					t.Errorf("%s's key %s is valid in %s", b.Prefix(), k.Key, a.Prefix())
 				}
 			}
@@ -113,7 +122,7 @@ func TestNames(t *testing.T) {
 	for name, want := range map[string]string{
 		"reports": "", "nightly.report": "", "x-lease": "", "lease": "", ".lease": "reserves",
 		"x.lease":  `election name "x.lease" ends in ".lease", which etcdlead reserves for its own keys: use e.g. x-lease`,
-		"x.resign": "reserves", "x.slot": "reserves", "a/b": "may not contain '/'", "a b": "spaces",
+		"x.resign": "reserves", "x.slot": "reserves", "x.term": "reserves", "a/b": "may not contain '/'", "a b": "spaces",
 		"a\x01b": "unprintable", "a\xffb": "unprintable", "": "is empty",
 	} {
 		err := CheckElection(name)
@@ -146,7 +155,7 @@ func TestNames(t *testing.T) {
 // A refused key names its election, whichever of its keys it was.
 func TestSplitKey(t *testing.T) {
 	l := mustLayout(t, "etcdlead/", "reports")
-	for _, key := range []string{l.QueueKey(0x2a), l.SentinelKey(0x2a), l.QueuePrefix(), l.SentinelPrefix(), l.ResignKey(),
+	for _, key := range []string{l.QueueKey(0x2a), l.SentinelKey(0x2a), l.RecordKey(0x2a), l.QueuePrefix(), l.SentinelPrefix(), l.RecordPrefix(), l.ResignKey(),
 		l.SlotKey(1), l.SlotPrefix(), l.PauseKey()} {
 		got, ok := SplitKey(key)
 		if !ok || got != l {
@@ -179,20 +188,25 @@ func TestElections(t *testing.T) {
 		at(kv(x.RunKey("20261205", 0), 3), 9),
 		at(kvValue(x.HealthKey(7), 7, `{"status":"healthy"}`), 10),
 		at(kvValue(x.HealthKey(5), 9, `{"status":"unhealthy"}`), 11),
+		at(kv(x.RecordKey(7), 0), 2),
+		at(kv(y.RecordKey(3), 0), 1),
+		at(kv("p/x.term/zz", 0), 12),
 	}
 	els := Elections("p/", kvs)
 	if len(els) != 2 || els[0].Name != "x" || els[1].Name != "y" {
 		t.Fatalf("elections %+v, want x and y", els)
 	}
 	ex, ey := els[0], els[1]
-	if l := ex.Leader(); l == nil || clientv3.LeaseID(l.Lease) != 7 || len(ex.Queue) != 2 || ex.Skipped != 2 || ex.Older() != 0 {
+	if l := ex.Leader(); l == nil || clientv3.LeaseID(l.Lease) != 7 || len(ex.Queue) != 2 || ex.Skipped != 3 || ex.Older() != 0 || len(ex.Records) != 1 {
 		t.Errorf("x: leader %v, queue %d, skipped %d, older %d", ex.Leader(), len(ex.Queue), ex.Skipped, ex.Older())
 	}
 	if h := ex.Health; len(h) != 1 || h[7].Status != "healthy" {
 		t.Errorf("x: health %v, want the leader's, healthy", h)
 	}
-	if ey.Leader() != nil || ey.Older() != 1 || ey.Skipped != 0 {
-		t.Errorf("y: leader %v, older %d, skipped %d; want none, 1, 0", ey.Leader(), ey.Older(), ey.Skipped)
+	// y: one term whose lease lives (its sentinel), one that ended with
+	// its record left.
+	if ey.Leader() != nil || ey.Older() != 2 || ey.Skipped != 0 {
+		t.Errorf("y: leader %v, older %d, skipped %d; want none, 2, 0", ey.Leader(), ey.Older(), ey.Skipped)
 	}
 }
 
@@ -237,9 +251,6 @@ func TestSentinelValue(t *testing.T) {
 		if got := HoldersOf([]byte(SentinelValue("p/e/2a", n, -1))); got != n {
 			t.Errorf("HoldersOf(SentinelValue(_, %d, -1)) = %d", n, got)
 		}
-		if _, ok := SlotOf([]byte(SentinelValue("p/e/2a", n, -1))); ok {
-			t.Errorf("SlotOf(SentinelValue(_, %d, -1)) found a slot", n)
-		}
 	}
 	for value, want := range map[string]int{"p/e/2a": 1, "": 1, "p/e/2a holders=1": 0, "p/e/2a holders=02": 0,
 		"p/e/2a holders=x": 0, "p/e/2a holders=-3": 0, "p/e/2a slot=1 holders=2": 2, "p/e/2a holders=2 slot=1": 0} {
@@ -249,78 +260,40 @@ func TestSentinelValue(t *testing.T) {
 	}
 }
 
-// A slot goes before the number of holders, so that an etcdlead that
-// parses only the number (everything after " holders=") still reads it;
-// only a slot below that number, written as etcdlead writes it, counts.
-func TestSlotOf(t *testing.T) {
+// A slot goes before the number of holders in a sentinel, so that an
+// etcdlead that parses only the number (everything after " holders=")
+// still reads it.
+func TestSentinelSlot(t *testing.T) {
 	for _, c := range []struct{ n, slot int }{{2, 0}, {2, 1}, {3, 2}, {MaxHolders, MaxHolders - 1}} {
 		v := SentinelValue("p/e/2a", c.n, c.slot)
 		if want := fmt.Sprintf("p/e/2a slot=%d holders=%d", c.slot, c.n); v != want {
 			t.Errorf("SentinelValue(_, %d, %d) = %q, want %q", c.n, c.slot, v, want)
 		}
-		// What an etcdlead from before slot records reads of it.
 		if _, n, _ := strings.Cut(v, " holders="); n != strconv.Itoa(c.n) {
 			t.Errorf("%q: the number after \" holders=\" is %q, want %d", v, n, c.n)
-		}
-		if got, ok := SlotOf([]byte(v)); !ok || got != c.slot {
-			t.Errorf("SlotOf(%q) = %d, %v; want %d", v, got, ok, c.slot)
 		}
 		if got := HoldersOf([]byte(v)); got != c.n {
 			t.Errorf("HoldersOf(%q) = %d, want %d", v, got, c.n)
 		}
 	}
-	for _, v := range []string{"", "p/e/2a", "p/e/2a slot=0", "p/e/2a holders=2", "slot=0 holders=2", " slot=0 holders=2",
-		"p/e/2a slot=2 holders=2", "p/e/2a slot=-1 holders=2", "p/e/2a slot=01 holders=2", "p/e/2a slot=+1 holders=2",
-		"p/e/2a slot= holders=2", "p/e/2a slot=x holders=2", "p/e/2a slot=1 holders=x", "p/e/2a slot=0 holders=1",
-		"p/e/2a holders=2 slot=1", "p/e/2a slot=0 slot=1 holders=2", "p/e/2a slot=0 holders=2 holders=2"} {
-		if got, ok := SlotOf([]byte(v)); ok {
-			t.Errorf("SlotOf(%q) = %d, want no slot", v, got)
-		}
-	}
 }
 
-func TestSentinelRecord(t *testing.T) {
-	for _, c := range []struct {
-		holders, slot int
-		mode          string
-		grant         grantMark
-		released      bool
-	}{{1, -1, "", grantMark{}, false}, {1, -1, "cgroup", grantMark{}, false}, {2, -1, "process-group", grantMark{}, false}, {3, 2, "cgroup", grantMark{}, false},
-		{1, -1, "", grantMark{7, 15 * time.Second}, false}, {1, -1, "cgroup", grantMark{7, 2 * time.Second}, true},
-		{3, 2, "process-group", grantMark{12, time.Hour}, true}, {2, -1, "", grantMark{0, 5 * time.Second}, false}} {
-		v := []byte(record{key: "p/e/2a", holders: c.holders, slot: c.slot, containment: c.mode, grant: c.grant, released: c.released}.String())
-		if got := ContainmentOf(v); got != c.mode {
-			t.Errorf("%q: containment %q, want %q", v, got, c.mode)
-		}
-		if got := HoldersOf(v); got != c.holders {
-			t.Errorf("%q: holders %d, want %d", v, got, c.holders)
-		}
-		if i, ok := SlotOf(v); ok != (c.slot >= 0) || ok && i != c.slot {
-			t.Errorf("%q: slot %d %v, want %d", v, i, ok, c.slot)
-		}
-		if g, ok := grantOf(v); ok != (c.grant.ttl > 0) || g != c.grant {
-			t.Errorf("%q: grant %v %v, want %v", v, g, ok, c.grant)
-		}
-		if got := releasedOf(v); got != c.released {
-			t.Errorf("%q: released %v, want %v", v, got, c.released)
+// A record round-trips, and a value etcdlead did not write is no record it
+// can read: its term's TTL is then unknown.
+func TestTermRecord(t *testing.T) {
+	one := 1
+	for _, r := range []TermRecord{{Key: "p/e/2a", TTL: 15, RaftTerm: 7}, {Key: "p/e/2a", TTL: 2, Containment: "cgroup"},
+		{Key: "p/e/2a", TTL: 3600, RaftTerm: 12, Holders: 3, Slot: &one, Containment: "process-group"}} {
+		got, ok := ParseRecord([]byte(r.value()))
+		if !ok || got.Key != r.Key || got.TTL != r.TTL || got.RaftTerm != r.RaftTerm || got.Holders != r.Holders ||
+			(got.Slot == nil) != (r.Slot == nil) || got.Slot != nil && *got.Slot != *r.Slot || got.Containment != r.Containment {
+			t.Errorf("ParseRecord(%s) = %+v, %v", r.value(), got, ok)
 		}
 	}
-	// An etcdlead that reads only the number finds it all the same.
-	v := record{key: "p/e/2a", holders: 3, slot: 1, containment: "cgroup", grant: grantMark{4, 15 * time.Second}, released: true}.String()
-	if _, n, _ := strings.Cut(v, " holders="); n != "3" {
-		t.Errorf("%q: the number is not last", v)
-	}
-	// A value that etcdlead did not write in that form records no grant,
-	// and the word released counts only as a word of its own.
-	for _, v := range []string{"p/e/2a", "p/e/2a grant=", "p/e/2a grant=7", "p/e/2a grant=7/", "p/e/2a grant=7/0", "p/e/2a grant=x/15",
-		"p/e/2a grant=7/x", "p/e/2a grant=-1/15", "p/e/2a grant=7/-15", "p/e/2a grant=7/3601"} {
-		if g, ok := grantOf([]byte(v)); ok {
-			t.Errorf("grantOf(%q) = %v, want none", v, g)
-		}
-	}
-	for _, v := range []string{"", "released", "p/e/released", "p/e/2a containment=released", "p/e/2a releasedx"} {
-		if releasedOf([]byte(v)) {
-			t.Errorf("releasedOf(%q) = true", v)
+	for _, v := range []string{"", "p/e/2a", "{}", `{"key":"p/e/2a"}`, `{"key":"p/e/2a","ttl":0}`, `{"key":"p/e/2a","ttl":-1}`,
+		`{"key":"p/e/2a","ttl":3601}`, `{"ttl":15}`, `{"key":"p/e/2a","ttl":"15"}`} {
+		if got, ok := ParseRecord([]byte(v)); ok {
+			t.Errorf("ParseRecord(%q) = %+v, want none", v, got)
 		}
 	}
 }

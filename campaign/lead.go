@@ -31,9 +31,7 @@ import (
 func (t *Term) Lead(ctx context.Context, onRenew func(deadline time.Duration)) error {
 	ctx, cancel := t.bound(ctx)
 	defer cancel(nil)
-	t.leading.Store(true)
 	err := t.renewLoop(ctx, onRenew)
-	t.endedEarly(err)
 	cancel(err)
 	return context.Cause(ctx)
 }

@@ -21,7 +21,12 @@ type Election struct {
 	// Sentinels holds the valid sentinels by create revision: one per term
 	// whose lease lives, queued or not.
 	Sentinels []*mvccpb.KeyValue
-	// Skipped counts the other keys under the queue and sentinel prefixes.
+	// Records holds the valid term records by create revision: one per
+	// term whose child may run, whose lease lives or ended without its
+	// term or a successor taking the record away yet.
+	Records []*mvccpb.KeyValue
+	// Skipped counts the other keys under the queue, sentinel and record
+	// prefixes.
 	Skipped int
 	// Pause is the election's pause key, nil when it is not paused.
 	Pause *mvccpb.KeyValue
@@ -37,18 +42,34 @@ func (e *Election) Leader() *mvccpb.KeyValue {
 	return e.Queue[0]
 }
 
-// Older counts the terms whose lease still lives below the leader's with no
-// queue key left (deleted by hand, or stopping): the leader waits for them
-// before it starts its child.
+// Older counts the terms below the leader's with no queue key left: their
+// lease still lives (the key deleted by hand, or the term stopping), or
+// it ended and their record is still there (docs/design.md, "The term
+// record"). The leader waits for them before it starts its child.
 func (e *Election) Older() int {
 	l := e.Leader()
-	n := 0
+	terms := map[int64]bool{}
 	for _, s := range e.Sentinels {
 		if l == nil || s.CreateRevision < l.CreateRevision {
-			n++
+			terms[s.Lease] = true
 		}
 	}
-	return n
+	for _, r := range e.Records {
+		if id, ok := e.Layout.RecordLease(r); ok && (l == nil || r.CreateRevision < l.CreateRevision) {
+			terms[int64(id)] = true
+		}
+	}
+	return len(terms)
+}
+
+// RecordOf is the record of the term with lease id, or nil.
+func (e *Election) RecordOf(id int64) *mvccpb.KeyValue {
+	for _, r := range e.Records {
+		if lease, ok := e.Layout.RecordLease(r); ok && int64(lease) == id {
+			return r
+		}
+	}
+	return nil
 }
 
 // Holders is the number of holders the election's terms were started with
@@ -79,6 +100,11 @@ func (e *Election) add(kv *mvccpb.KeyValue) {
 			e.Sentinels = append(e.Sentinels, kv)
 			return
 		}
+	case strings.HasPrefix(string(kv.Key), e.Layout.RecordPrefix()):
+		if e.Layout.ValidRecord(kv) {
+			e.Records = append(e.Records, kv)
+			return
+		}
 	case e.Layout.ValidQueueKey(kv):
 		e.Queue = append(e.Queue, kv)
 		return
@@ -87,19 +113,19 @@ func (e *Election) add(kv *mvccpb.KeyValue) {
 }
 
 func (e *Election) sort() {
-	for _, kvs := range [][]*mvccpb.KeyValue{e.Queue, e.Sentinels} {
+	for _, kvs := range [][]*mvccpb.KeyValue{e.Queue, e.Sentinels, e.Records} {
 		sort.SliceStable(kvs, func(i, j int) bool { return kvs[i].CreateRevision < kvs[j].CreateRevision })
 	}
 }
 
-// ReadElection reads one election's queue, sentinels and pause in one
+// ReadElection reads one election's queue, sentinels, records and pause in one
 // read-only transaction, and returns them with the read's revision. The
 // health verdicts are read after it, at the same revision, and left out
 // when the role may not read them: they are only shown.
 func ReadElection(ctx context.Context, cli *clientv3.Client, l Layout) (Election, int64, error) {
 	all := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)}
 	resp, err := cli.Txn(ctx).Then(clientv3.OpGet(l.QueuePrefix(), all...), clientv3.OpGet(l.SentinelPrefix(), all...),
-		clientv3.OpGet(l.PauseKey())).Commit()
+		clientv3.OpGet(l.RecordPrefix(), all...), clientv3.OpGet(l.PauseKey())).Commit()
 	if err != nil {
 		return Election{}, 0, err
 	}
@@ -143,10 +169,11 @@ func Elections(prefix string, kvs []*mvccpb.KeyValue) []Election {
 				continue
 			}
 		}
-		if n, ok := strings.CutSuffix(name, healthSuffix); ok {
-			name = n
-		} else {
-			name = strings.TrimSuffix(name, sentinelSuffix)
+		for _, suffix := range []string{healthSuffix, sentinelSuffix, recordSuffix} {
+			if n, ok := strings.CutSuffix(name, suffix); ok {
+				name = n
+				break
+			}
 		}
 		if CheckElection(name) != nil {
 			continue
@@ -176,9 +203,10 @@ func ReadElections(ctx context.Context, cli *clientv3.Client, prefix string) ([]
 }
 
 // ReadSlots maps the leases of the election's slot keys to their slots,
-// and the leases of the terms whose slot key is gone (deleted by hand) to
-// the slot their sentinel records: a holder's slot until its lease ends
-// (docs/design.md, "More than one holder"). With one holder it is empty.
+// and the leases of the terms whose slot key is gone (deleted by hand, or
+// with an ended lease) to the slot their record names: a holder's slot
+// until its record goes (docs/design.md, "More than one holder"). With one
+// holder it is empty.
 func (e *Election) ReadSlots(ctx context.Context, cli *clientv3.Client) (map[int64]int, error) {
 	out := map[int64]int{}
 	holders := e.Holders()
@@ -197,10 +225,12 @@ func (e *Election) ReadSlots(ctx context.Context, cli *clientv3.Client) (map[int
 			}
 		}
 	}
-	for _, kv := range e.Sentinels {
-		if i, ok := SlotOf(kv.Value); ok && i < holders {
-			if _, keyed := out[kv.Lease]; !keyed {
-				out[kv.Lease] = i
+	for _, kv := range e.Records {
+		rec, ok := ParseRecord(kv.Value)
+		id, _ := e.Layout.RecordLease(kv)
+		if ok && rec.Slot != nil && *rec.Slot >= 0 && *rec.Slot < holders {
+			if _, keyed := out[int64(id)]; !keyed {
+				out[int64(id)] = *rec.Slot
 			}
 		}
 	}
@@ -208,7 +238,7 @@ func (e *Election) ReadSlots(ctx context.Context, cli *clientv3.Client) (map[int
 }
 
 // Watch watches what ReadElection reads, the queue, the sentinels, the
-// pause and the health verdicts, from revision from on, under ctx. One
+// records, the pause and the health verdicts, from revision from on, under ctx. One
 // watch per key or prefix rather than one range over all: a role that
 // covers an election grants exactly these (README, "Running against a
 // secured etcd"). Watches made with one context share one stream. A
@@ -217,5 +247,5 @@ func (e *Election) ReadSlots(ctx context.Context, cli *clientv3.Client) (map[int
 func (l Layout) Watch(ctx context.Context, cli *clientv3.Client, from int64) []clientv3.WatchChan {
 	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithRev(from)}
 	return []clientv3.WatchChan{cli.Watch(ctx, l.QueuePrefix(), opts...), cli.Watch(ctx, l.SentinelPrefix(), opts...),
-		cli.Watch(ctx, l.PauseKey(), clientv3.WithRev(from)), cli.Watch(ctx, l.HealthPrefix(), opts...)}
+		cli.Watch(ctx, l.RecordPrefix(), opts...), cli.Watch(ctx, l.PauseKey(), clientv3.WithRev(from)), cli.Watch(ctx, l.HealthPrefix(), opts...)}
 }

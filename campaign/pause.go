@@ -7,9 +7,14 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlead/etcdlead/internal/bootclock"
 )
 
 // The pause is a key of its own, P.pause, attached to no lease: while it
@@ -20,7 +25,8 @@ import (
 // the pause was put and ends on hearing it. A term that ends so revokes
 // its lease, and its candidate waits, holding no lease, until the key is
 // gone. So once every term created before the pause has ended (WaitIdle),
-// no child of the election runs or will, until a resume.
+// its record gone with it, no child of the election runs or will, until a
+// resume.
 
 // ErrPaused ends a term, or refuses a campaign, while the election is
 // paused.
@@ -66,51 +72,110 @@ func Resume(ctx context.Context, cli *clientv3.Client, l Layout) (bool, error) {
 	return resp.Deleted > 0, nil
 }
 
-// WaitIdle waits until every term created before rev has ended: the lease
-// of each queue key and sentinel older than rev is gone. A term revokes its
-// lease only once its child and every descendant are gone, and a lease
-// that expires takes the child with it by the fence, so an ended lease is
-// the proof. It returns the leases still alive, and no error, once ctx's
-// deadline passes first.
+// WaitIdle waits until every term created before rev has ended: its
+// queue key and sentinel gone and its record gone (docs/design.md,
+// "Pause"). A term deletes its record only once its child and every
+// descendant are gone; a term whose lease ended without its term deleting
+// its record, WaitIdle judges by the rule a successor follows
+// (clearEnded), so a lease that ended early does not count as a child
+// gone, and leaves the record to the next candidate: pause may only read
+// records. It returns the leases of the terms still there, and no
+// error, once ctx's deadline passes first.
 func WaitIdle(ctx context.Context, cli *clientv3.Client, l Layout, rev int64) ([]clientv3.LeaseID, error) {
-	older := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(rev - 1)}
-	resp, err := cli.Txn(clientv3.WithRequireLeader(ctx)).
-		Then(clientv3.OpGet(l.QueuePrefix(), older...), clientv3.OpGet(l.SentinelPrefix(), older...)).Commit()
-	if err != nil {
-		return nil, err
-	}
-	alive := map[clientv3.LeaseID]bool{}
-	for _, r := range resp.Responses {
-		for _, kv := range r.GetResponseRange().Kvs {
-			if kv.Lease > 0 {
-				alive[clientv3.LeaseID(kv.Lease)] = true
-			}
-		}
+	c := judge(cli)
+	var left []clientv3.LeaseID
+	judged := map[clientv3.LeaseID]bool{} // ended terms whose children are known gone
+	expired := func(err error) bool {
+		return errors.Is(err, context.DeadlineExceeded) && errors.Is(ctx.Err(), context.DeadlineExceeded)
 	}
 	for {
-		for id := range alive {
-			ttl, err := cli.TimeToLive(clientv3.WithRequireLeader(ctx), id)
-			switch {
-			case errors.Is(ctx.Err(), context.DeadlineExceeded):
-				return slices.Collect(maps.Keys(alive)), nil
-			case err != nil:
-				return nil, err
-			case ttl.TTL == -1:
-				delete(alive, id)
-			}
+		v, err := readOlder(ctx, cli, l, rev)
+		switch {
+		case expired(err):
+			return left, nil
+		case err != nil:
+			return nil, err
 		}
-		if len(alive) == 0 {
+		c.see(v.header)
+		maps.DeleteFunc(v.leases, func(id clientv3.LeaseID, _ bool) bool { return judged[id] })
+		left = slices.Collect(maps.Keys(v.leases))
+		if len(left) == 0 {
 			return nil, nil
 		}
-		select {
-		case <-ctx.Done():
+		ended := slices.DeleteFunc(v.ended(), func(e endedTerm) bool { return judged[e.lease] })
+		if len(ended) > 0 {
+			type result struct {
+				lease clientv3.LeaseID
+				err   error
+			}
+			results := make(chan result, len(ended))
+			for _, e := range ended {
+				go func() { results <- result{e.lease, c.clearEnded(ctx, e)} }()
+			}
+			for range ended {
+				r := <-results
+				switch {
+				case r.err == nil:
+					judged[r.lease] = true
+				case !expired(r.err):
+					return nil, r.err
+				}
+			}
+			continue
+		}
+		if !sleep(ctx, resignPoll) {
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return slices.Collect(maps.Keys(alive)), nil
+				return left, nil
 			}
 			return nil, ctx.Err()
-		case <-time.After(resignPoll):
 		}
 	}
+}
+
+// judge is a clearer that only judges (clearer.judgeOnly), outside a
+// campaign: for pause and resign, whose roles may only read records. It
+// learns etcd's raft term from the answers it reads.
+func judge(cli *clientv3.Client) *clearer {
+	c := &clearer{
+		cli: cli,
+		req: func(ctx context.Context, f func(context.Context) error) error {
+			rctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), resignPoll*50)
+			defer cancel()
+			return f(rctx)
+		},
+		now: bootclock.Now, log: hclog.NewNullLogger(), ttl: DefaultTTL,
+		logEvery: time.Hour, judgeOnly: true,
+	}
+	var raft atomic.Int64
+	c.see = func(h *pb.ResponseHeader) {
+		if h != nil {
+			raise(&raft, int64(h.RaftTerm))
+		}
+	}
+	c.known = func() uint64 { return uint64(raft.Load()) }
+	return c
+}
+
+// older is what readOlder found of the terms created before a revision.
+type older struct {
+	view
+	header *pb.ResponseHeader
+}
+
+// readOlder reads the queue keys, sentinels and records created before
+// rev, whole, in one read.
+func readOlder(ctx context.Context, cli *clientv3.Client, l Layout, rev int64) (older, error) {
+	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithMaxCreateRev(rev - 1)}
+	keys := append(slices.Clip(opts), clientv3.WithKeysOnly())
+	resp, err := cli.Txn(clientv3.WithRequireLeader(ctx)).
+		Then(clientv3.OpGet(l.QueuePrefix(), keys...), clientv3.OpGet(l.SentinelPrefix(), keys...), clientv3.OpGet(l.RecordPrefix(), opts...)).
+		Commit()
+	if err != nil {
+		return older{}, err
+	}
+	o := older{view: view{rev: resp.Header.Revision, n: 1}, header: resp.Header}
+	o.scan(l, resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs, resp.Responses[2].GetResponseRange().Kvs)
+	return o, nil
 }
 
 // paused is the error for a pause found at revision rev.

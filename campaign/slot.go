@@ -13,17 +13,19 @@ import (
 // the lowest free slot (docs/design.md, "More than one holder"): a key
 // P.slot/<i> created only if absent, attached to the term's lease, so that
 // it goes with the lease and, while the lease lives, no other term can take
-// it. The same transaction records i in the term's sentinel, which only
-// the lease's end takes away: a slot key deleted by hand then frees no slot
-// while its holder, frozen perhaps, may still run a child in it. At most N
+// it. The same transaction records i in the term's record, which outlives
+// the lease until the term's child is known gone (record.go): a slot key
+// deleted by hand, or a lease ended early, then frees no slot while its
+// holder, frozen perhaps, may still run a child in it. (The sentinel
+// records i too, for an older etcdlead, which reads it there.) At most N
 // terms that passed the wait live at once, for the reason at most N
 // children run, so one of the N slots is free unless a slot key was put by
-// hand; then the term waits for a slot key or a sentinel to change. It also
+// hand; then the term waits for a slot key or a record to change. It also
 // starts the slot's guard.
 func (t *Term) takeSlot(ctx context.Context) error {
 	l, n := t.c.cfg.Layout, t.c.holders()
 	for {
-		slots, sentinels, ran, rev, err := t.readSlots(ctx)
+		slots, records, ran, rev, err := t.readSlots(ctx)
 		if err != nil {
 			return t.waitErr(ctx, err)
 		}
@@ -36,9 +38,10 @@ func (t *Term) takeSlot(ctx context.Context) error {
 				return t.tookSlot(string(kv.Key), kv.CreateRevision)
 			}
 		}
-		for _, kv := range sentinels {
-			if i, ok := SlotOf(kv.Value); ok && l.ValidSentinel(kv) && clientv3.LeaseID(kv.Lease) != t.Lease {
-				taken[l.SlotKey(i)] = true
+		for _, kv := range records {
+			id, valid := l.RecordLease(kv)
+			if r, ok := ParseRecord(kv.Value); ok && valid && id != t.Lease && r.Slot != nil && *r.Slot >= 0 && *r.Slot < n {
+				taken[l.SlotKey(*r.Slot)] = true
 			}
 		}
 		// With a run id, a free slot that ran the firing already is no
@@ -72,18 +75,19 @@ func (t *Term) takeSlot(ctx context.Context) error {
 			t.c.log.Debug("taking slot", "key", key, "rev", rev)
 		}
 		// The create compares, besides the slot key's absence and the own
-		// keys (the put must not bring back a sentinel deleted by hand),
-		// that no sentinel was created or rewritten since the read: a term
-		// that took this slot in between and had its slot key deleted by
-		// hand since leaves the key absent, but not its record.
+		// keys (the puts must not bring back a key deleted by hand), that
+		// no record was created or rewritten since the read: a term that
+		// took this slot in between and had its slot key deleted by hand
+		// since leaves the key absent, but not its record.
 		var tresp *clientv3.TxnResponse
 		err = retry(ctx, func() error {
 			return t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) (err error) {
 				tresp, err = t.c.cfg.Client.Txn(rctx).
 					If(append(t.intact(), clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
-						clientv3.Compare(clientv3.ModRevision(l.SentinelPrefix()), "<", rev+1).WithPrefix())...).
+						clientv3.Compare(clientv3.ModRevision(l.RecordPrefix()), "<", rev+1).WithPrefix())...).
 					Then(clientv3.OpPut(key, t.Key, clientv3.WithLease(t.Lease)),
-						clientv3.OpPut(t.Sentinel, t.withSlot(free).String(), clientv3.WithLease(t.Lease))).
+						clientv3.OpPut(t.Sentinel, SentinelValue(t.Key, n, free), clientv3.WithLease(t.Lease)),
+						clientv3.OpPut(t.Record, t.withSlot(free).value())).
 					Else(clientv3.OpGet(key, clientv3.WithKeysOnly())).
 					Commit()
 				return err
@@ -98,19 +102,19 @@ func (t *Term) takeSlot(ctx context.Context) error {
 		if kvs := tresp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 && clientv3.LeaseID(kvs[0].Lease) == t.Lease {
 			return t.tookSlot(key, kvs[0].CreateRevision)
 		}
-		// Another term took a slot or a sentinel changed between the read
+		// Another term took a slot or a record changed between the read
 		// and the transaction, or the own keys went: read again, which
 		// says which.
 	}
 }
 
-// readSlots reads, at one revision, the slot keys, the sentinels that
-// may record a slot and the slots that ran the run id, with the own keys
-// intact (else an error wrapping ErrKeyDeleted). A term that holds a slot had fewer than N older terms
-// when it passed its wait, so its sentinel is among the N oldest valid
-// ones: the sentinels are read oldest first, on past foreign keys, until N
-// valid ones are in.
-func (t *Term) readSlots(ctx context.Context) (slots, sentinels []*mvccpb.KeyValue, ran map[int]bool, rev int64, err error) {
+// readSlots reads, at one revision, the slot keys, the records that may
+// record a slot and the slots that ran the run id, with the own keys
+// intact (else an error wrapping ErrKeyDeleted). A term that holds a slot
+// had fewer than N older terms, ended ones counted, when it passed its
+// wait, so its record is among the N oldest valid ones: the records are
+// read oldest first, on past foreign keys, until N valid ones are in.
+func (t *Term) readSlots(ctx context.Context) (slots, records []*mvccpb.KeyValue, ran map[int]bool, rev int64, err error) {
 	l, n := t.c.cfg.Layout, t.c.holders()
 	oldest := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)}
 	mine := false
@@ -119,7 +123,7 @@ func (t *Term) readSlots(ctx context.Context) (slots, sentinels []*mvccpb.KeyVal
 			resp, err := t.c.cfg.Client.Txn(rctx).
 				If(t.intact()...).
 				Then(append([]clientv3.Op{clientv3.OpGet(l.SlotPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
-					clientv3.OpGet(l.SentinelPrefix(), append(oldest, clientv3.WithLimit(int64(startReadPage+n-1)))...)},
+					clientv3.OpGet(l.RecordPrefix(), append(oldest, clientv3.WithLimit(int64(startReadPage+n-1)))...)},
 					t.c.readRun()...)...).
 				Commit()
 			if err != nil {
@@ -133,16 +137,10 @@ func (t *Term) readSlots(ctx context.Context) (slots, sentinels []*mvccpb.KeyVal
 				ran = t.c.ranSlots(resp.Responses[2].GetResponseRange().Kvs)
 			}
 			slots = resp.Responses[0].GetResponseRange().Kvs
-			s := resp.Responses[1].GetResponseRange()
-			sentinels = s.Kvs
-			valid := 0
-			for _, kv := range sentinels {
-				if l.ValidSentinel(kv) {
-					valid++
-				}
-			}
-			if s.More && valid < n {
-				sentinels, err = t.readAt(rctx, l.SentinelPrefix(), rev, oldest)
+			r := resp.Responses[1].GetResponseRange()
+			records = r.Kvs
+			if r.More && countFunc(records, l.ValidRecord) < n {
+				records, err = t.readAt(rctx, l.RecordPrefix(), rev, oldest)
 			}
 			return err
 		})
@@ -150,7 +148,7 @@ func (t *Term) readSlots(ctx context.Context) (slots, sentinels []*mvccpb.KeyVal
 	if err == nil && !mine {
 		err = fmt.Errorf("taking a slot: %w", ErrKeyDeleted)
 	}
-	return slots, sentinels, ran, rev, err
+	return slots, records, ran, rev, err
 }
 
 func (t *Term) tookSlot(key string, rev int64) error {
@@ -158,22 +156,22 @@ func (t *Term) tookSlot(key string, rev int64) error {
 	if err != nil || i < 0 || i >= t.c.holders() {
 		return fmt.Errorf("slot key %s: not one of %d slots", key, t.c.holders())
 	}
-	t.Slot, t.SlotRev = i, rev
+	t.Slot, t.SlotRev, t.slotKey = i, rev, key
 	t.rec = t.withSlot(i)
 	// Deleted or put again, the slot key could be taken by another term,
 	// and two children would share the slot.
-	t.guardKeys([]owned{{key, rev}}, false, rev)
+	t.guardKeys([]owned{{key, rev, t.Lease}}, false, rev)
 	return nil
 }
 
-// slotFreed returns once a key under the slot prefix or the sentinel
-// prefix changed after rev: a slot whose key was deleted by hand is freed
-// only when its holder's sentinel goes with the lease.
+// slotFreed returns once a key under the slot prefix or the record prefix
+// changed after rev: a slot whose key was deleted by hand is freed only
+// when its holder's record goes.
 func (t *Term) slotFreed(ctx context.Context, rev int64) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	l := t.c.cfg.Layout
-	ws, stop := t.watchAll(wctx, []string{l.SlotPrefix(), l.SentinelPrefix()}, rev, clientv3.WithPrefix())
+	ws, stop := t.watchAll(wctx, []string{l.SlotPrefix(), l.RecordPrefix()}, rev, clientv3.WithPrefix())
 	defer stop()
 	select {
 	case <-ws:

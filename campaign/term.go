@@ -16,14 +16,15 @@ import (
 	"github.com/etcdlead/etcdlead/internal/fence"
 )
 
-// Term is one lease with its queue key and its sentinel: a candidacy that
-// may become leadership.
+// Term is one lease with its queue key, its sentinel and its record: a
+// candidacy that may become leadership.
 type Term struct {
 	c        *Campaigner
 	Lease    clientv3.LeaseID
 	Key      string        // the queue key
 	Sentinel string        // the lease sentinel
-	Rev      int64         // create revision of both: the fencing token
+	Record   string        // the term's record
+	Rev      int64         // create revision of the three: the fencing token
 	TTL      time.Duration // as granted by etcd
 	dl       atomic.Int64  // boot-clock deadline, see Deadline
 	sentAt   atomic.Int64  // boot-clock send time, see lastSent
@@ -43,54 +44,28 @@ type Term struct {
 	Slot    int
 	SlotRev int64
 
+	// slotKey is the slot key the term holds, "" before it takes one.
+	slotKey string
+
 	// run is the lease of the term's record of Config.RunID, once made
 	// (recordRun); 0 when none is held.
 	run clientv3.LeaseID
 
-	// rec is what the term's sentinel holds, as it last wrote it.
-	rec record
-	// hold is the boot-clock time before which neither the term's child
-	// nor, through its revoke, any term behind it may start (holdUntil).
-	hold atomic.Int64
-	// leading is set once Lead runs: the term's renewals then move
-	// Campaigner.judged on.
-	leading atomic.Bool
+	// rec is what the term's record holds, as it last wrote it.
+	rec TermRecord
 }
 
 // withSlot is the term's record once it took slot i.
-func (t *Term) withSlot(i int) record {
+func (t *Term) withSlot(i int) TermRecord {
 	r := t.rec
-	r.slot = i
+	r.Slot = &i
 	return r
 }
 
-// lost ends the term for err, noting first whether it ended early.
+// lost ends the term for err.
 func (t *Term) lost(err error) {
 	t.c.notePause(err)
-	t.endedEarly(err)
 	t.lose(err)
-}
-
-// endedEarly notes, for Campaigner.sitOut, a term whose keys were deleted
-// or replaced, or whose lease was found gone, while its deadline was still
-// ahead: etcd cannot have expired that lease, so something ended it early.
-// So does one that ended so after the raft term moved past its grant's,
-// its deadline passed or not: a resumed raft leader's sweep may have ended
-// it, with the leader's lease, whose child may then still run (a waiter
-// whose renewals went unanswered during the raft leader's pause has let
-// its own deadline pass; docs/design.md, "An early end after a raft leader
-// change").
-func (t *Term) endedEarly(err error) {
-	if t.revoked.Load() {
-		return // its own revoke, which deletes its keys
-	}
-	if !errors.Is(err, ErrKeyDeleted) && !errors.Is(err, ErrKeyReplaced) && !errors.Is(err, ErrLeaseLost) {
-		return
-	}
-	if now := t.c.cfg.Now(); t.Deadline() > now || t.raftMoved() {
-		raise(&t.c.sitOutUntil, int64(now+t.TTL))
-		t.c.noteEarly(t.Lease, now)
-	}
 }
 
 // errRevoked ends a term's context when the term itself ends it.
@@ -189,11 +164,6 @@ func (t *Term) renewOnce(ctx context.Context, bound time.Duration) error {
 	}
 	t.setDeadline(a.at + time.Duration(a.ttl)*time.Second)
 	raise(&t.sentAt, int64(a.at))
-	if t.leading.Load() && t.c.holders() == 1 {
-		// The lease lived at that revision, and it led: no other term
-		// ran a child then (Campaigner.judged).
-		raise(&t.c.judged, a.rev)
-	}
 	return nil
 }
 
@@ -225,30 +195,34 @@ func (t *Term) renewWhileWaiting(ctx context.Context) {
 	}
 }
 
-// Revoke ends the term: etcd deletes its keys with the lease, which wakes
-// the next candidate. Callers revoke only once the child's processes are
-// all gone. It returns once the term's guard has ended too, so that no
-// goroutine of the term outlives it; the revoke and that wait are each
-// bounded by the request timeout, and a release before them by half of
-// it. A term that ends while it holds its start for an early end ahead
-// (Term.holdUntil) revokes only once that hold is over: until then its
-// sentinel stands for the term it waits out, to the candidates behind it.
-// It is safe to call more than once; only the first call waits.
+// Revoke ends the term (step 9): one transaction deletes its record, and
+// its queue key, sentinel and slot key while they are on its lease, which
+// wakes the next candidate; then its lease is revoked, off the next
+// candidate's way. Callers end a term only once the child's processes are
+// all gone: the record's delete says so to every successor. It returns
+// once the term's guard has ended too, so that no goroutine of the term
+// outlives it; the delete, the revoke and that wait are each bounded by
+// the request timeout. A term whose delete etcd did not answer leaves its
+// record to a successor, which takes it away once the lease is gone
+// (clearEnded). It is safe to call more than once; only the first call
+// waits.
 func (t *Term) Revoke() {
 	if t.revoked.Swap(true) {
 		return
 	}
 	t.lose(errRevoked)
-	t.awaitHold()
-	t.release()
 	ctx, cancel := context.WithTimeout(context.Background(), t.c.cfg.RequestTimeout)
 	defer cancel()
+	t.c.log.Trace("ending term")
+	if err := t.end(ctx); err != nil {
+		t.c.log.Warn("could not delete the term's record; a successor will take it away once the lease is gone", "record", t.Record, "error", err)
+	}
+	t.c.log.Trace("term ended")
 	t.c.log.Trace("revoking lease")
 	err := t.revoke(ctx)
 	t.c.log.Trace("revoke answered")
 	// The guard's goroutines end with the term's context, ended above, and
-	// its watches with their stream, closed after the revoke: the revoke
-	// is what the next candidate waits for.
+	// its watches with their stream, closed after the revoke.
 	guarded := make(chan struct{})
 	go func() {
 		if t.watches != nil {
@@ -269,6 +243,27 @@ func (t *Term) Revoke() {
 	case <-bound.C:
 		t.c.log.Warn("the term's guard did not end in time", "key", t.Key)
 	}
+}
+
+// end is the graceful end's transaction: the record goes whatever it
+// holds (it is the term's, by its name), each other key only while it is
+// on the term's lease (one put again by hand is not the term's to
+// delete). It is sent again every quietAfter while unanswered, as a
+// frozen member may hold it while the next candidate waits.
+func (t *Term) end(ctx context.Context) error {
+	onLease := func(key string) clientv3.Op {
+		return clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(key), "=", t.Lease)},
+			[]clientv3.Op{clientv3.OpDelete(key)}, nil)
+	}
+	ops := []clientv3.Op{clientv3.OpDelete(t.Record), onLease(t.Key), onLease(t.Sentinel)}
+	if t.slotKey != "" {
+		ops = append(ops, onLease(t.slotKey))
+	}
+	_, err := hedged(ctx, quietAfter(t.TTL), func(ctx context.Context) (struct{}, error) {
+		_, err := t.c.cfg.Client.Txn(clientv3.WithRequireLeader(ctx)).Then(ops...).Commit()
+		return struct{}{}, err
+	})
+	return err
 }
 
 // revoke revokes the lease, sending the request again every renewal

@@ -132,7 +132,7 @@ func (r resigner) resign(ctx context.Context, id string, force bool) error {
 	defer clear()
 	wctx, wcancel := context.WithTimeout(ctx, r.timeout)
 	defer wcancel()
-	gone, err := campaign.WaitSteppedDown(wctx, r.cli, leader, rev+1)
+	gone, err := campaign.WaitSteppedDown(wctx, r.cli, r.layout, leader, el.RecordOf(leader.Lease), rev+1)
 	switch {
 	case err != nil:
 		return failf("resign: %v", err)

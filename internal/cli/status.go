@@ -227,8 +227,11 @@ func electionOf(e campaign.Election, slots map[int64]int) electionJSON {
 		el.Holders, el.Holding = holders, []candidateJSON{}
 	}
 	contained := map[int64]string{}
-	for _, kv := range e.Sentinels {
-		contained[kv.Lease] = campaign.ContainmentOf(kv.Value)
+	for _, kv := range e.Queue {
+		if r := e.RecordOf(kv.Lease); r != nil {
+			rec, _ := campaign.ParseRecord(r.Value)
+			contained[kv.Lease] = rec.Containment
+		}
 	}
 	for i, kv := range e.Queue {
 		cand := candidateJSON{ID: string(kv.Value), Key: string(kv.Key), Rev: kv.CreateRevision, Lease: fmt.Sprintf("%x", kv.Lease),

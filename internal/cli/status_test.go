@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -10,11 +11,11 @@ import (
 	"github.com/etcdlead/etcdlead/internal/testsupport/etcdtest"
 )
 
-// status shows a holder's slot from its slot key, and from its sentinel's
-// record once the slot key is gone while the lease lives: the slot is
-// still the holder's (docs/design.md, "More than one holder"). The keys
-// are written as two holders of --holders 2 write them.
-func TestStatusSlotFromSentinelRecord(t *testing.T) {
+// status shows a holder's slot from its slot key, and from its term record
+// once the slot key is gone while the record stands: the slot is still the
+// holder's (docs/design.md, "More than one holder"). The keys are written
+// as two holders of --holders 2 write them.
+func TestStatusSlotFromRecord(t *testing.T) {
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	cli := cluster.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), safety)
@@ -29,8 +30,13 @@ func TestStatusSlotFromSentinelRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 		q := l.QueueKey(lease.ID)
+		rec, err := json.Marshal(campaign.TermRecord{Key: q, TTL: 600, Holders: 2, Slot: &slot})
+		if err != nil {
+			t.Fatal(err)
+		}
 		if _, err := cli.Txn(ctx).Then(clientv3.OpPut(q, id, clientv3.WithLease(lease.ID)),
 			clientv3.OpPut(l.SentinelKey(lease.ID), campaign.SentinelValue(q, 2, slot), clientv3.WithLease(lease.ID)),
+			clientv3.OpPut(l.RecordKey(lease.ID), string(rec)),
 			clientv3.OpPut(l.SlotKey(slot), q, clientv3.WithLease(lease.ID))).Commit(); err != nil {
 			t.Fatal(err)
 		}

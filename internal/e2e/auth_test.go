@@ -20,8 +20,9 @@ const (
 
 // startAuthEtcd starts etcd with auth enabled and a user alice whose role
 // may read and write only election "reports": the queue prefix
-// etcdlead/reports/, the sentinel prefix etcdlead/reports.lease/ and the
-// resign-request key etcdlead/reports.resign, the run records' prefix
+// etcdlead/reports/, the sentinel prefix etcdlead/reports.lease/, the
+// record prefix etcdlead/reports.term/ and the resign-request key
+// etcdlead/reports.resign, the run records' prefix
 // etcdlead/reports.run/, the health verdicts' prefix
 // etcdlead/reports.health/, and read the pause key etcdlead/reports.pause,
 // as the README's
@@ -44,6 +45,11 @@ func startAuthEtcd(t *testing.T) (*etcdtest.Cluster, *clientv3.Client) {
 		func() error {
 			_, err := c.RoleGrantPermission(ctx, "etcdlead-reports", "etcdlead/reports.lease/",
 				clientv3.GetPrefixRangeEnd("etcdlead/reports.lease/"), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error {
+			_, err := c.RoleGrantPermission(ctx, "etcdlead-reports", "etcdlead/reports.term/",
+				clientv3.GetPrefixRangeEnd("etcdlead/reports.term/"), clientv3.PermissionType(clientv3.PermReadWrite))
 			return err
 		},
 		func() error {
@@ -139,7 +145,7 @@ func TestAuthPasswordSourcesAndRefusals(t *testing.T) {
 
 	line := run(nil, "--user=alice", "--password-file="+pwFile, "--election=other").failure(t, 125,
 		"permission denied", `etcd user "alice" may not use key "etcdlead/other/`,
-		`readwrite on prefix "etcdlead/other/", on prefix "etcdlead/other.lease/" and on key "etcdlead/other.resign", and read on key "etcdlead/other.pause"`)
+		`readwrite on prefix "etcdlead/other/", on prefix "etcdlead/other.lease/", on prefix "etcdlead/other.term/" and on key "etcdlead/other.resign", and read on key "etcdlead/other.pause"`)
 	t.Logf("another election: %s", line)
 	nothingLeft(t, root, "etcdlead/")
 
@@ -206,7 +212,7 @@ func TestAuthEtcdDownAtStart(t *testing.T) {
 // code, as if another candidate led.
 func TestAuthPermissionRevokedWhileWaiting(t *testing.T) {
 	t.Parallel()
-	root, _, _, c1, c2 := aliceLeaderAndWaiter(t)
+	root, e, pw, c1, c2 := aliceLeaderAndWaiter(t)
 	if _, err := root.RoleRevokePermission(ctxT(t), "etcdlead-reports", "etcdlead/reports/",
 		clientv3.GetPrefixRangeEnd("etcdlead/reports/")); err != nil {
 		t.Fatal(err)
@@ -222,12 +228,26 @@ func TestAuthPermissionRevokedWhileWaiting(t *testing.T) {
 	if _, ok := c2.out.find("ready"); ok {
 		t.Error("c2 started a child without permission")
 	}
-	// c1 could not revoke its lease any more (etcd checks the lease's keys
-	// against the role), nor maybe c2: the keys go when the leases expire.
+	// c1 could not end its term nor revoke its lease any more (etcd checks
+	// the lease's keys against the role), nor maybe c2: the keys go when
+	// the leases expire, and their records stay, for the next candidate to
+	// clear once the permission is back: the leases are gone and no raft
+	// leader change came since.
 	if _, ok := c1.log.find("may not revoke lease"); !ok {
 		t.Errorf("c1 did not explain its failed revoke:\n%s", c1.log)
 	}
-	waitEmpty(t, root, "etcdlead/")
+	for _, prefix := range []string{"etcdlead/reports/", "etcdlead/reports.lease/"} {
+		waitEmpty(t, root, prefix)
+	}
+	if _, err := root.RoleGrantPermission(ctxT(t), "etcdlead-reports", "etcdlead/reports/",
+		clientv3.GetPrefixRangeEnd("etcdlead/reports/"), clientv3.PermissionType(clientv3.PermReadWrite)); err != nil {
+		t.Fatal(err)
+	}
+	o := runEtcdlead(t, nil, "run", "--once", "--no-wait", "--endpoints="+e.endpoints[0], "--election=reports", "--user=alice", pw,
+		"--ttl=2s", "--", "sh", "-c", "echo started")
+	if o.code != 0 || o.stdout != "started\n" {
+		t.Errorf("a candidate after the permission came back: exit %d, %q\n%s", o.code, o.stdout, o.stderr)
+	}
 	nothingLeft(t, root, "etcdlead/")
 }
 
@@ -282,6 +302,14 @@ func TestAuthRoleWithoutResignKeyIsRefused(t *testing.T) {
 func TestAuthRoleWithoutPauseKeyIsRefused(t *testing.T) {
 	t.Parallel()
 	refusedWithout(t, "etcdlead/reports.pause", `read on key "etcdlead/reports.pause"`)
+}
+
+// A role without the term records' prefix (a role made for an etcdlead
+// from before records) is refused before any child, with a line that names
+// the prefix to grant.
+func TestAuthRoleWithoutRecordPrefixIsRefused(t *testing.T) {
+	t.Parallel()
+	refusedWithout(t, "etcdlead/reports.term/", `on prefix "etcdlead/reports.term/"`)
 }
 
 // A role that may not use the run records' prefix, with --run-id: a

@@ -33,9 +33,8 @@ import (
 // there what they cost. scripts/chaos adds random faults for as long as
 // asked. A hand-revoked lease is left out on purpose: that case is bounded,
 // not zero (docs/design.md), so it would be an expected overlap. A frozen
-// etcd raft leader can bring about the same case, as it resumes (etcd
-// revokes leases early then): such an overlap is counted apart, and only
-// when it has that case's shape and bound (overlaps).
+// etcd raft leader ends leases early as it resumes (etcd revokes them
+// then): that is among the faults, and every overlap counts.
 var (
 	chaosDuration   = flag.Duration("chaos.duration", 0, "how long TestChaos injects random faults after its fixed schedule")
 	chaosSeed       = flag.Uint64("chaos.seed", 0, "seed of TestChaos, to replay a run (0: from the clock)")
@@ -563,7 +562,7 @@ func (c *chaos) finish() {
 		}
 		fences += len(p.log.matching("fence: lease deadline near"))
 	}
-	overlaps, bounded := c.overlaps(procs)
+	overlaps := c.overlaps(procs)
 	gap, cause := c.longestGap(procs)
 	ended := c.termsEnded(procs)
 	kinds := make([]string, 0, len(c.faults))
@@ -578,7 +577,7 @@ func (c *chaos) finish() {
 	}
 	fmt.Fprintf(&b, "  leader changes                         %d\n", len(starts))
 	fmt.Fprintf(&b, "  fence firings                          %d\n", fences)
-	fmt.Fprintf(&b, "  overlaps                               %d (%d of them the bounded case of a resumed etcd raft leader)\n", overlaps, bounded)
+	fmt.Fprintf(&b, "  overlaps                               %d\n", overlaps)
 	fmt.Fprintf(&b, "  orphans                                %d\n", len(c.orphans))
 	fmt.Fprintf(&b, "  longest time without a leader          %s (after: %s)\n", gap.Round(time.Millisecond), cause)
 	c.t.Log(b.String())
@@ -591,28 +590,10 @@ func (c *chaos) finish() {
 // probeOverlap is the probe's exit code when it finds the lock held.
 const probeOverlap = 99
 
-// oldLeaderStop is the old leader's stop in the bounded case: one watch
-// event plus K (chaosTTL/4, as ResolveTiming shortens it at this TTL),
-// with a second for scheduling on a busy machine.
-const oldLeaderStop = chaosTTL/4 + time.Second
-
-// staleSweepBound is how long after an etcd raft leader member resumes a
-// child may still start beside an old one, as the bounded case allows:
-// the member's sweep revokes within its expiry loop's period, and the old
-// leader stops its child within oldLeaderStop after.
-const staleSweepBound = 2 * time.Second
-
 // overlaps judges every OVERLAP of the probes' journal: each is an error,
-// unless it is the bounded case of docs/design.md ("What stays bounded")
-// of an etcd raft leader member that resumes after a pause longer than the
-// TTL and revokes leases a newer raft leader renewed. That case is told by
-// its shape: the overlapping child's term found no term to wait for (it
-// campaigned once the swept term's keys were gone), its child started
-// within staleSweepBound of the end of a raft leader freeze that lasted at
-// least a TTL, after another candidate lost its term to a deleted key while
-// its child ran, and that child was gone within oldLeaderStop. bounded
-// counts those.
-func (c *chaos) overlaps(procs []*candidate) (all, bounded int) {
+// with what a judge of it needs first: the faults near the overlapping
+// child's start and what its candidate logged before.
+func (c *chaos) overlaps(procs []*candidate) (all int) {
 	lines, raw := c.e.journalRead(c.t)
 	for _, l := range lines {
 		if strings.HasPrefix(l, "ERROR") {
@@ -622,14 +603,9 @@ func (c *chaos) overlaps(procs []*candidate) (all, bounded int) {
 			continue
 		}
 		all++
-		if why, ok := c.staleSweep(procs, l); ok {
-			bounded++
-			c.t.Logf("chaos: %q is the bounded case of an etcd raft leader that resumed: %s%s%s", l, why, c.starterLog(procs, l), c.faultsNear(procs, l))
-			continue
-		}
-		c.t.Errorf("two children at once: journal says %q\n%s%s", l, raw, c.faultsNear(procs, l))
+		c.t.Errorf("two children at once: journal says %q\n%s%s%s", l, raw, c.starterLog(procs, l), c.faultsNear(procs, l))
 	}
-	return all, bounded
+	return all
 }
 
 // faultsNear lists the faults injected in the ten seconds before the
@@ -708,52 +684,6 @@ func (c *chaos) childStart(procs []*candidate, l string) (time.Time, *candidate)
 		}
 	}
 	return at, who
-}
-
-// staleSweep tells whether the OVERLAP line l has the shape overlaps
-// describes, and says why.
-func (c *chaos) staleSweep(procs []*candidate, l string) (string, bool) {
-	started, starter := c.childStart(procs, l)
-	if started.IsZero() {
-		return "", false
-	}
-	// Only a term that found nothing to wait for: one that waited behind
-	// the swept term must wait out its TTL (docs/design.md, "An early end
-	// after a raft leader change"), so its overlap is a bug.
-	var campaigned time.Time
-	for _, m := range starter.log.matching("campaigning: ") {
-		if logged(m).Before(started) {
-			campaigned = logged(m)
-		}
-	}
-	for _, waited := range []string{"waiting on predecessor", "waiting for predecessor lease to end"} {
-		for _, m := range starter.log.matching(waited) {
-			if !logged(m).Before(campaigned) && logged(m).Before(started) {
-				return "", false
-			}
-		}
-	}
-	for _, h := range c.history {
-		if h.kind != "freeze etcd raft leader" || h.end.IsZero() || h.end.Sub(h.at) < chaosTTL ||
-			started.Before(h.end) || started.Sub(h.end) > staleSweepBound {
-			continue
-		}
-		for _, p := range procs {
-			for _, m := range p.log.matching(`leadership lost; child stopping: reason="key deleted"`) {
-				lost := logged(m)
-				if lost.Before(h.end) || lost.After(started) {
-					continue
-				}
-				for _, m := range p.log.matching("child exited") {
-					if x := logged(m); !x.Before(lost) && x.Sub(lost) <= oldLeaderStop {
-						return fmt.Sprintf("the raft leader's freeze ended %s before, another term's keys went %s after that, and its child was gone %s later",
-							started.Sub(h.end).Round(time.Millisecond), lost.Sub(h.end).Round(time.Millisecond), x.Sub(lost).Round(time.Millisecond)), true
-					}
-				}
-			}
-		}
-	}
-	return "", false
 }
 
 // checkSchedule holds the run to what its schedule must have made happen:

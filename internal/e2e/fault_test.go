@@ -254,26 +254,33 @@ func TestCompactedWatchRevisions(t *testing.T) {
 	stopAll(t, e, c2)
 }
 
-// Leases ended early, the leader's and a waiter's at once, while the
-// leader's supervisor is frozen: as an etcd raft leader that was frozen
-// itself revokes them when it resumes, although another member renewed
-// them (docs/design.md, "What stays bounded"). The leader's child runs on
-// until its keeper's fence, up to a TTL later. The waiter, whose own lease
-// went early too, must not campaign again until a TTL has passed: it would
-// find no term ahead and start beside that child (its probe would say
-// OVERLAP and never "ready").
-func TestEarlyLeaseEndSitsOutTheTTL(t *testing.T) {
-	cluster, e, _, c1, c2 := leaderPair(t, fast)
+// Leases ended early, the leader's and a waiter's at once, after a raft
+// leader change, while the leader's supervisor is frozen: as an etcd raft
+// leader that was frozen itself revokes them when it resumes, although
+// another member renewed them (docs/design.md, "The term record"). The
+// leader's child runs on until its keeper's fence, up to a TTL later. The
+// waiter, whose own term ended with its lease, campaigns again at once
+// and finds nothing ahead but the leader's record: it must wait out the
+// leader's TTL before it takes that record away and starts (its probe
+// would say OVERLAP and never "ready").
+func TestSweptLeaderAndWaiterLeaderFrozen(t *testing.T) {
+	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
+	e := newEnv(t, cluster.Endpoints())
 	cli := cluster.Client(t)
+	c1 := e.start("c1", fast, e.probe())
+	c1.out.waitFor(t, "c1", "ready", 0)
+	c2 := e.start("c2", fast, e.probe())
+	c2.log.waitFor(t, "c2", "waiting on predecessor", 0)
 	_, l1 := leaseOf(t, cli, e.prefix, "c1")
 	_, l2 := leaseOf(t, cli, e.prefix, "c2")
 	c1.signal(t, syscall.SIGSTOP)
+	cluster.MoveLeader(t, (cluster.RaftLeader(t)+1)%3)
 	for _, l := range []clientv3.LeaseID{l1, l2} {
 		if _, err := cli.Revoke(ctxT(t), l); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c2.log.waitFor(t, "c2", "campaigning again once a TTL has passed", 0)
+	c2.log.waitFor(t, "c2", "waiting out its TTL before taking its record away", 0)
 	c1.log.waitFor(t, "c1", "fence: lease deadline near", 0)
 	c2.out.waitFor(t, "c2", "ready", 0)
 	c1.signal(t, syscall.SIGCONT)
@@ -281,8 +288,7 @@ func TestEarlyLeaseEndSitsOutTheTTL(t *testing.T) {
 }
 
 // The leader's lease alone revoked after a raft leader change, as a resumed
-// raft leader's sweep revokes it (docs/design.md, "An early end after a raft
-// leader change"): the waiter's lease came after the change, so the sweep
+// raft leader's sweep revokes it (docs/design.md, "The term record"): the waiter's lease came after the change, so the sweep
 // leaves it, and nothing ahead of it is left. The leader's child ignores
 // SIGTERM, so it runs for the kill timeout after the leader hears of the
 // revoke. The waiter must wait out the leader's TTL before it starts, or
@@ -301,7 +307,7 @@ func TestEarlyEndAfterRaftLeaderChangeIsWaitedOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	c1.out.waitFor(t, "c1", "signal", 0) // its child heard SIGTERM and runs on
-	c2.log.waitFor(t, "c2", "waiting out its TTL before starting", 0)
+	c2.log.waitFor(t, "c2", "waiting out its TTL before taking its record away", 0)
 	c2.out.waitFor(t, "c2", "ready", 0)
 	stopAll(t, e, c1, c2)
 }

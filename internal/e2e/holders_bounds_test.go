@@ -145,8 +145,8 @@ func TestHoldersFrozenHolderSlotKeyDeleted(t *testing.T) {
 	stopAll(t, e, c1, c2, c3)
 }
 
-// A frozen leader of --holders 1 whose sentinel is deleted by hand, its
-// queue key and lease alive: a newcomer of --holders 2 cannot read the
+// A frozen leader of --holders 1 whose sentinel and record are deleted by
+// hand, its queue key and lease alive: a newcomer of --holders 2 cannot read the
 // leader's number of holders, so it takes the leader for a term of one and
 // waits for its lease, instead of starting beside it (one older term is
 // fewer than two) or exiting 125 (it has nothing to disagree with). The
@@ -167,6 +167,7 @@ func TestHoldersNewcomerWaitsForLeaderWithoutSentinel(t *testing.T) {
 
 	c1.signal(t, syscall.SIGSTOP)
 	del(t, cli, l.SentinelKey(lease1))
+	del(t, cli, l.RecordKey(lease1))
 	c3 := e.start("c3", holdersFlags(2), e.probe("-holders", "2"))
 	ready3, _ := c3.out.waitFor(t, "c3", "ready", 0)
 	slotRev3, err := strconv.ParseInt(readyField(t, ready3, "slot_rev"), 10, 64)

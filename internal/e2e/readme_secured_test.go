@@ -79,7 +79,7 @@ func TestReadmeSecuredEtcdSetup(t *testing.T) {
 		t.Fatalf("user reports on election reports: exit %d, %q\n%s", o.code, o.stdout, o.stderr)
 	}
 	run(user, "other").failure(t, 125, "permission denied", `etcd user "reports" may not use key "etcdlead/other/`,
-		`on prefix "etcdlead/other/", on prefix "etcdlead/other.lease/" and on key "etcdlead/other.resign", and read on key "etcdlead/other.pause"`)
+		`on prefix "etcdlead/other/", on prefix "etcdlead/other.lease/", on prefix "etcdlead/other.term/" and on key "etcdlead/other.resign", and read on key "etcdlead/other.pause"`)
 
 	// The client certificate's CN, as a user without password, with the role.
 	cn := exec.Command("sh", "-eu", "-c", `
@@ -114,7 +114,7 @@ etcdctl user grant-role etcdlead-tls etcdlead-reports`)
 	}
 	want := []string{"READWRITE [etcdlead/reports.health/, etcdlead/reports.health0)", "READWRITE [etcdlead/reports.lease/, etcdlead/reports.lease0)",
 		"READ [etcdlead/reports.pause, )", "READWRITE [etcdlead/reports.resign, )", "READWRITE [etcdlead/reports.run/, etcdlead/reports.run0)",
-		"READWRITE [etcdlead/reports/, etcdlead/reports0)"}
+		"READWRITE [etcdlead/reports.term/, etcdlead/reports.term0)", "READWRITE [etcdlead/reports/, etcdlead/reports0)"}
 	if !slices.Equal(perms, want) {
 		t.Errorf("the README's role has %q, want %q", perms, want)
 	}

@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
+	"github.com/etcdlead/etcdlead/campaign"
 	"github.com/etcdlead/etcdlead/internal/testsupport/etcdtest"
 )
 
@@ -205,13 +206,17 @@ func TestStopWhileCampaigning(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, lease := leaseOf(t, cluster.Client(t), e.prefix, "c1")
+	l, err := campaign.NewLayout(e.prefix, "probe")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, kv := range resp.Kvs {
-		if clientv3.LeaseID(kv.Lease) != lease {
+		if clientv3.LeaseID(kv.Lease) != lease && string(kv.Key) != l.RecordKey(lease) {
 			t.Errorf("want only c1's keys left, got %s (lease %x)", kv.Key, kv.Lease)
 		}
 	}
-	if len(resp.Kvs) != 2 {
-		t.Errorf("want c1's queue key and sentinel, got %d keys", len(resp.Kvs))
+	if len(resp.Kvs) != 3 {
+		t.Errorf("want c1's queue key, sentinel and record, got %d keys", len(resp.Kvs))
 	}
 	c1.signal(t, syscall.SIGTERM)
 	c1.exit(t)

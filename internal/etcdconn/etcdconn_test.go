@@ -139,7 +139,7 @@ func TestAuth(t *testing.T) {
 			t.Fatalf("put outside the role: %v, want a permanent permission refusal", err)
 		}
 		for _, want := range []string{`etcd user "alice"`, `key "etcdlead/other/1"`,
-			`prefix "etcdlead/other/"`, `prefix "etcdlead/other.lease/"`, `key "etcdlead/other.resign"`} {
+			`prefix "etcdlead/other/"`, `prefix "etcdlead/other.lease/"`, `prefix "etcdlead/other.term/"`, `key "etcdlead/other.resign"`} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("refusal lacks %s: %v", want, err)
 			}

@@ -87,7 +87,7 @@ func denied(user string, req any, err error) *refusal {
 	// The prefixes of run records and health verdicts are used by
 	// --run-id and the health checks only: each is named when the refused
 	// request used it.
-	prefixes := fmt.Sprintf("on prefix %q, on prefix %q", l.QueuePrefix(), l.SentinelPrefix())
+	prefixes := fmt.Sprintf("on prefix %q, on prefix %q, on prefix %q", l.QueuePrefix(), l.SentinelPrefix(), l.RecordPrefix())
 	keys := requestKeys(req)
 	for _, p := range []string{l.RunsPrefix(), l.HealthPrefix()} {
 		if slices.ContainsFunc(keys, func(k string) bool { return strings.HasPrefix(k, p) }) {

@@ -210,8 +210,11 @@ func (r *Runner) campaign(ctx context.Context) (*Leadership, error) {
 		cctx, cancel = context.WithDeadline(cctx, r.waitUntil)
 		defer cancel()
 	case r.cfg.NoWait:
-		// One attempt, bounded like every attempt by --dial-timeout.
-		cctx, cancel = context.WithTimeout(cctx, r.cfg.DialTimeout)
+		// One attempt: each request is bounded by --dial-timeout, and a
+		// term that ended ahead without its record taken away is waited
+		// out (campaign.EndedWaitLimit): it is no candidate to give up on,
+		// and a cron line that gave up on it each time would never run.
+		cctx, cancel = context.WithTimeout(cctx, r.cfg.DialTimeout+campaign.EndedWaitLimit(r.cfg.Timing.TTL, r.cfg.Timing.FenceMargin))
 		defer cancel()
 	}
 	r.log.Trace("campaign begins")

@@ -169,8 +169,8 @@ func (r *report) sectionHandoff(w func(string, ...any)) {
 		w("| %s | %.0f | %s | %s |\n", t.Name, fs.count, msf(fs.mean()), msf(fs.quantile(0.5)))
 	}
 	w("| both | %.0f | %s | %s |\n\n", all.count, msf(all.mean()), msf(all.quantile(0.5)))
-	w("A handoff needs at least one commit (etcdctl lock's delete; etcdlead's revoke), so *median − one fsync* is what remains for the tools themselves: processes, round trips, and any further commits.\n\n")
-	w("etcd's backend (bbolt) commits in the same windows (`etcd_disk_backend_commit_duration_seconds`): etcd commits its backend on its own every 100 ms, and at once, in its apply loop and with fsyncs of its own, after a write that deletes from a bucket, as a revoke does (the lease's record); reads that come after it wait for it (docs/design.md, *Cost*).\n\n")
+	w("A handoff needs at least one commit (etcdctl lock's delete; etcdlead's end of term, one transaction that deletes its record and keys), so *median − one fsync* is what remains for the tools themselves: processes, round trips, and any further commits.\n\n")
+	w("etcd's backend (bbolt) commits in the same windows (`etcd_disk_backend_commit_duration_seconds`): etcd commits its backend on its own every 100 ms, and at once, in its apply loop and with fsyncs of its own, after a write that deletes from a bucket, as a revoke does (the lease's record); reads that come after it wait for it. etcdlead revokes after its end of term, off the handoff's path (docs/design.md, *Cost*).\n\n")
 	w("| windows of | handoffs | backend commits | per handoff | mean duration |\n|---|---|---|---|---|\n")
 	for _, t := range r.tools {
 		bh := h.backend[t.Key]
@@ -212,7 +212,7 @@ func (r *report) sectionFailover(w func(string, ...any)) {
 	w("| **etcdlead / etcdctl lock** | | %s | %s | | | | |\n\n", ratio(a.median(), c.median()), ratio(a.max(), c.max()))
 	w("Both successors wait for the dead leader's lease to expire in etcd, which checks for expired leases every 500 ms. ")
 	w("etcdctl lock's session renews every TTL/3, etcdlead's leader every min(TTL/10, 1 s), so at the moment of a crash etcdlead's lease has more of its TTL left: ")
-	w("between %s and %s, against between %s and %s for etcdctl lock. etcdlead then asks whether the lease is gone (LeaseTimeToLive: only a gone lease proves the old child stopped) before starting. ",
+	w("between %s and %s, against between %s and %s for etcdctl lock. etcdlead then finds the dead leader's record without its keys, asks whether the lease is gone (LeaseTimeToLive: a key deleted by hand proves nothing), and, no raft leader change having come since the grant, deletes the record and reads again before starting. ",
 		ms(ttl-min(ttl/10, time.Second)), ms(ttl), ms(ttl*2/3), ms(ttl))
 	if o := f.overlap[ctl]; o > 0 && c.median() < a.median() {
 		w("etcdctl lock's successor started while the old child still ran in %d of %d failovers: its %s lead in the median is time in which two children ran.", o, len(c), ms(a.median()-c.median()))
@@ -624,7 +624,7 @@ func (r *report) sectionWhy(p func(string, ...any)) {
 		}
 		if k > 0 {
 			gapWith := with.median()
-			p("With a standby keeper (median %s over %d handoffs, %s etcdctl lock's) etcdlead still does more on the path: the keeper's report to the supervisor and the supervisor's message to the next keeper, two process wake-ups that etcdctl lock does not have, and etcd's backend commit after the revoke, which the next leader's reads wait for (section %d: a revoke deletes the lease's record, and etcd commits at once after any delete from a bucket; etcdctl lock's delete writes a tombstone). ", ms(gapWith), len(with), ratio(gapWith, h.gap[ctl].median()), r.sec["handoff"])
+			p("With a standby keeper (median %s over %d handoffs, %s etcdctl lock's) etcdlead still does more on the path: the keeper's report to the supervisor and the supervisor's message to the next keeper, two process wake-ups that etcdctl lock does not have. ", ms(gapWith), len(with), ratio(gapWith, h.gap[ctl].median()))
 		}
 		r.whyWire(p)
 		p("Neither the barrier nor the keeper can go: they are what keeps two children from ever running at once.\n\n")
@@ -727,15 +727,15 @@ func (r *report) whyWire(p func(string, ...any)) {
 	if a == nil || c == nil {
 		return
 	}
-	ai := []int{a.row("the revoke on the wire"), a.row("watch event on the wire"), a.row("both answered on the wire"), len(a.rows) - 1}
+	ai := []int{a.row("the end on the wire"), a.row("watch event on the wire"), a.row("answered on the wire"), len(a.rows) - 1}
 	ci := []int{c.row("the old etcdctl's unlock"), c.row("watch event reaches"), c.lastRow("answered"), len(c.rows) - 1}
 	if slices.Contains(ai, -1) || slices.Contains(ci, -1) {
 		return
 	}
 	names := []string{
-		"the old child's last instruction → the old side's request on the wire (etcdlead: the keeper's reap and report, the supervisor's revoke; etcdctl lock: its wait4 and its unlock)",
-		"→ the watch event on the wire to the next candidate (etcd: a WAL fsync and the apply; for etcdlead, the revoke)",
-		"→ the last answer the next leader waits for, on the wire (etcdlead: its lease look-up and start read, sent together, after etcd's backend commit that follows the revoke; etcdctl lock: two reads, one after the other)",
+		"the old child's last instruction → the old side's request on the wire (etcdlead: the keeper's reap and report, the supervisor's end of term; etcdctl lock: its wait4 and its unlock)",
+		"→ the watch event on the wire to the next candidate (etcd: a WAL fsync and the apply)",
+		"→ the last answer the next leader waits for, on the wire (etcdlead: its start read; etcdctl lock: two reads, one after the other)",
 		"→ the new child's first instruction (etcdlead: the answers taken, the start message to the standby keeper, its fork and exec; etcdctl lock: its fork and exec), the child's runtime start included",
 	}
 	p("Split where both tools were seen on the wire (section %d's traced pass, medians of each handoff's own spans, so they need not add up):\n\n", r.sec["steps"])

@@ -87,7 +87,7 @@ func (r *report) sectionSteps(w func(string, ...any)) {
 	}
 	w("**What could not be split for etcdctl lock**, seen only from outside: ")
 	w("(1) from its child's last instruction to its unlock on the wire: the child's end, etcdctl's `wait4` returning and `Mutex.Unlock` sending its DeleteRange are one step; ")
-	w("(2) etcd's commit of the delete and its watch event to the next candidate are one step (for etcdlead too: the revoke's commit and the event, between rows); ")
+	w("(2) etcd's commit of the delete and its watch event to the next candidate are one step (for etcdlead too: its end's commit and the event, between rows); ")
 	w("(3) from the last read's answer to the new child's first instruction: `Mutex.Lock` returning, fork and exec of the child and the child's runtime start are one step. ")
 	w("For etcdlead the last step likewise holds the child's runtime start after its exec.\n\n")
 }
@@ -107,7 +107,7 @@ func (r *report) sectionDeleted(w func(string, ...any)) {
 	}
 	w("## %d. The leader's key deleted\n\n", r.section("deleted"))
 	w("The bench deletes the leader's queue key as a hand would (`etcdctl del` of the oldest key under the election's prefix), one candidate waiting, lease TTL 10 s, alternating; the time runs from the delete request to the next child's first instruction. ")
-	w("etcdlead's leader watches its own keys: its guard ends the term, the child is stopped at once, and the lease is revoked once the child is gone, which wakes the waiter. ")
+	w("etcdlead's leader watches its own keys: its guard ends the term, the child is stopped at once, and once the child is gone the term's end deletes its record and sentinel, which wakes the waiter. ")
 	w("etcdctl lock does not watch its own key: its waiter takes the lock on the delete's watch event while the old child runs on (the bench then ends it).\n\n")
 	w("The old child's end is when the bench saw its socket close (the child dies of the keeper's SIGTERM and stamps nothing).\n\n")
 	w("| | handoffs | delete → next child: median | p90 | max | delete → old child gone: median | old child gone → next child: median | old child gone first |\n|---|---|---|---|---|---|---|---|\n")
@@ -131,18 +131,6 @@ func (r *report) sectionDeleted(w func(string, ...any)) {
 		for _, key := range []string{lead + " deleted", ctl + " deleted"} {
 			if tab := s.tables[key]; tab != nil && (key != lead+" deleted" || s.marks) {
 				stepTableMD(w, tab)
-			}
-		}
-		if tab := s.tables[lead+" deleted"]; tab != nil && s.marks {
-			for i, row := range tab.rows {
-				if row.event != "predecessor lease gone" {
-					continue
-				}
-				if _, at := tab.stat(i); len(at) > 0 {
-					w("In %d of %d of these handoffs the next candidate found the old lease still alive after the keys it watched had gone, and polled it (every 250 ms, `campaign/barrier.go`) until etcd said it was gone.\n\n", len(at), len(tab.times))
-				} else {
-					w("In none of these handoffs did the next candidate poll a lease: it woke on the revoke, which deletes the keys and ends the lease at once.\n\n")
-				}
 			}
 		}
 	}

@@ -190,25 +190,27 @@ func etcdleadRows(deleted bool) []stepRow {
 		stepRow{Name: "its term loop sees the child done", Who: "old supervisor", role: "old", event: "child done"},
 	)
 	if deleted {
-		rows = append(rows, stepRow{Name: "revoke sent", Who: "old supervisor", role: "old", event: "revoking lease"})
-		revoke := len(rows) - 1
+		rows = append(rows, stepRow{Name: "the term's end sent (one transaction: its record and keys)", Who: "old supervisor", role: "old", event: "ending term"})
+		end := len(rows) - 1
 		rows = append(rows,
-			stepRow{Name: "revoke answered", Who: "old supervisor", role: "old", event: "revoke answered", From: []int{revoke}, OffPath: true},
-			stepRow{Name: "watch event at the next candidate (the old sentinel's delete)", Who: "next supervisor", role: "next", event: "predecessor moved; looking again", From: []int{revoke}, Unsplit: wakeUnsplit},
+			stepRow{Name: "end answered", Who: "old supervisor", role: "old", event: "term ended", From: []int{end}, OffPath: true},
+			stepRow{Name: "revoke answered (sent after the end)", Who: "old supervisor", role: "old", event: "revoke answered", From: []int{end}, OffPath: true},
+			stepRow{Name: "watch event at the next candidate (the old sentinel's delete)", Who: "next supervisor", role: "next", event: "predecessor moved; looking again", From: []int{end}, Unsplit: wakeUnsplit},
 		)
 	} else {
 		// The graceful pass runs etcdlead's candidates through proxies too,
 		// so that its requests are seen on the wire as etcdctl lock's are.
-		rows = append(rows, stepRow{Name: "revoke handed to the etcd client", Who: "old supervisor", role: "old", event: "revoking lease"})
-		revoke := len(rows) - 1
-		rows = append(rows, stepRow{Name: "the revoke on the wire", Who: "old supervisor (proxy)", Unsplit: "the client's gRPC stack",
+		rows = append(rows, stepRow{Name: "the term's end handed to the etcd client (one transaction: its record and keys)", Who: "old supervisor", role: "old", event: "ending term"})
+		end := len(rows) - 1
+		rows = append(rows, stepRow{Name: "the end on the wire", Who: "old supervisor (proxy)", Unsplit: "the client's gRPC stack",
 			wire: func(r tracedRound, ts []int64) int64 {
-				f, _ := firstFrame(r.old.Frames(), func(f h2frame) bool { return f.up && f.typ == h2Headers && f.t > ts[revoke] && ts[revoke] != 0 })
+				f, _ := firstFrame(r.old.Frames(), func(f h2frame) bool { return f.up && f.typ == h2Headers && f.t > ts[end] && ts[end] != 0 })
 				return f.t
 			}})
 		sent := len(rows) - 1
 		rows = append(rows,
-			stepRow{Name: "revoke answered", Who: "old supervisor", role: "old", event: "revoke answered", From: []int{revoke}, OffPath: true},
+			stepRow{Name: "end answered", Who: "old supervisor", role: "old", event: "term ended", From: []int{end}, OffPath: true},
+			stepRow{Name: "revoke answered (sent after the end)", Who: "old supervisor", role: "old", event: "revoke answered", From: []int{end}, OffPath: true},
 			stepRow{Name: "watch event on the wire to the next candidate (the old sentinel's delete)", Who: "next supervisor (proxy)", From: []int{sent}, Unsplit: wakeUnsplit},
 			stepRow{Name: "the event reaches the campaign", Who: "next supervisor", role: "next", event: "predecessor moved; looking again", Unsplit: "the client's gRPC stack and watch dispatch"},
 		)
@@ -228,50 +230,36 @@ func etcdleadRows(deleted bool) []stepRow {
 	wake := len(rows) - 1
 	from := []int{wake}
 	if !deleted {
-		// The two requests a wake-up sends, the first two streams the
-		// next candidate opens after it, and their answers.
-		reqs := func(r tracedRound, ts []int64) []h2frame {
-			var out []h2frame
-			for _, f := range r.next.Frames() {
-				if f.up && f.typ == h2Headers && f.t > ts[wake] && ts[wake] != 0 && len(out) < 2 {
-					out = append(out, f)
-				}
-			}
-			return out
+		// The request a wake-up sends, the first stream the next candidate
+		// opens after it, and its answer.
+		req := func(r tracedRound, ts []int64) (h2frame, bool) {
+			return firstFrame(r.next.Frames(), func(f h2frame) bool { return f.up && f.typ == h2Headers && f.t > ts[wake] && ts[wake] != 0 })
 		}
 		rows = append(rows,
-			stepRow{Name: "its lease look-up and start read on the wire (the later of the two)", Who: "next supervisor (proxy)", Unsplit: "the client's gRPC stack",
+			stepRow{Name: "its start read on the wire", Who: "next supervisor (proxy)", Unsplit: "the client's gRPC stack",
 				wire: func(r tracedRound, ts []int64) int64 {
-					if q := reqs(r, ts); len(q) == 2 {
-						return max(q[0].t, q[1].t)
-					}
-					return 0
+					f, _ := req(r, ts)
+					return f.t
 				}},
-			stepRow{Name: "both answered on the wire (the later answer)", Who: "next supervisor (proxy)",
+			stepRow{Name: "answered on the wire", Who: "next supervisor (proxy)",
 				wire: func(r tracedRound, ts []int64) int64 {
-					q := reqs(r, ts)
-					if len(q) != 2 {
+					q, ok := req(r, ts)
+					if !ok {
 						return 0
 					}
-					a0, ok0 := answer(r.next.Frames(), q[0])
-					a1, ok1 := answer(r.next.Frames(), q[1])
-					if !ok0 || !ok1 {
+					a, ok := answer(r.next.Frames(), q)
+					if !ok {
 						return 0
 					}
-					return max(a0.t, a1.t)
+					return a.t
 				}},
 		)
 		from = []int{len(rows) - 1}
 	}
 	rows = append(rows,
-		stepRow{Name: "its lease look-up answered (LeaseTimeToLive, sent at once with the start read)", Who: "next supervisor", role: "next", event: "predecessor lease looked up", From: from},
 		stepRow{Name: "its start read answered (one transaction)", Who: "next supervisor", role: "next", event: "start read answered", From: from},
 	)
-	reads := []int{len(rows) - 2, len(rows) - 1}
-	if deleted {
-		rows = append(rows, stepRow{Name: "a lease that outlived its keys seen gone (the barrier's poll)", Who: "next supervisor", role: "next", event: "predecessor lease gone", From: reads})
-		reads = append(reads, len(rows)-1)
-	}
+	reads := []int{len(rows) - 1}
 	rows = append(rows,
 		stepRow{Name: "barrier passed and confirmed: elected", Who: "next supervisor", role: "next", event: "elected", From: reads},
 		stepRow{Name: "it writes the start message to its standby keeper", Who: "next supervisor", role: "next", event: "sending start to keeper"},
