@@ -3,10 +3,14 @@ package campaign_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/etcdlead/etcdlead/campaign"
 	"github.com/etcdlead/etcdlead/internal/bootclock"
@@ -225,4 +229,131 @@ func TestEndedTermRecord(t *testing.T) {
 		m.a.Revoke()
 		fb.await(b).Revoke()
 	})
+}
+
+// A candidate that campaigns again while its member has no raft leader
+// (its peers frozen) neither starts nor hangs past its context: every
+// request and watch of a campaign requires a leader, so none waits on the
+// leaderless member for ever, and no answer of a member without a leader
+// feeds the raft term its record names. Once the member has a leader
+// again, it leads.
+func TestCampaignAgainWhileMemberLeaderless(t *testing.T) {
+	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
+	cli := etcdtest.NewClient(t, cluster.Member(0).ClientAddr())
+	f := newFixture(t, cli)
+	f.ttl = campaign.MinTTL
+	c := f.campaigner(false)
+	a, err := c.Campaign(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Revoke()
+	cluster.Member(1).Freeze(t)
+	cluster.Member(2).Freeze(t)
+	bound := 3 * campaign.MinTTL
+	ctx, cancel := context.WithTimeout(t.Context(), bound)
+	defer cancel()
+	began := time.Now()
+	done := make(chan result, 1)
+	go func() {
+		tb, err := c.Campaign(ctx)
+		done <- result{tb, err}
+	}()
+	select {
+	case r := <-done:
+		if r.term != nil {
+			r.term.Revoke()
+			t.Fatal("a candidate led through a member without a raft leader")
+		}
+		t.Logf("campaign through the leaderless member: %v after %s", r.err, time.Since(began).Round(time.Millisecond))
+	case <-time.After(bound + safety):
+		t.Fatalf("the campaign through a leaderless member did not return %s after its context ended", safety)
+	}
+	cluster.Member(1).Thaw(t)
+	cluster.Member(2).Thaw(t)
+	b := f.lead()
+	rec, err := cli.Get(t.Context(), b.Record)
+	if err != nil || len(rec.Kvs) != 1 {
+		t.Fatalf("B's record: %v", err)
+	}
+	r, ok := campaign.ParseRecord(rec.Kvs[0].Value)
+	status, err := cli.Status(t.Context(), cluster.Member(0).ClientAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ok || r.RaftTerm == 0 || r.RaftTerm > status.RaftTerm {
+		t.Errorf("B's record names raft term %d (%v), etcd is in %d", r.RaftTerm, ok, status.RaftTerm)
+	}
+	b.Revoke()
+}
+
+// Every request and stream of a campaign, and of a term's end, requires a
+// raft leader at the member (clientv3.WithRequireLeader): etcd refuses it,
+// or ends the stream, where the member has none, and the campaign moves on
+// or reads again. Without it a watch on a member cut off from its peers
+// waits for ever, unasked (its stream is not the term's, which the stall
+// detector asks after), and an answer from a member without a leader could
+// name the raft term a record is judged by. Here a fresh candidate clears
+// a swept term's record, leads, renews, and hands over to a waiter, whose
+// term ends too; then a candidate campaigns twice.
+func TestEveryCampaignRequestRequiresALeader(t *testing.T) {
+	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
+	m := newMovingLeader(t, cluster, campaign.MinTTL)
+	var mu sync.Mutex
+	var without []string
+	note := func(ctx context.Context, what string) {
+		md, _ := metadata.FromOutgoingContext(ctx)
+		if len(md.Get(rpctypes.MetadataRequireLeaderKey)) == 0 {
+			mu.Lock()
+			without = append(without, what)
+			mu.Unlock()
+		}
+	}
+	cfg := etcdtest.ClientConfig(cluster.Endpoints()...)
+	cfg.DialOptions = append(cfg.DialOptions,
+		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			note(ctx, method)
+			return invoke(ctx, method, req, reply, cc, opts...)
+		}),
+		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			note(ctx, method+" (stream)")
+			return streamer(ctx, desc, cc, method, opts...)
+		}))
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	m.move(t)
+	m.sweep(t)
+	f := m.candidate(t, campaign.MinTTL, newTestLog())
+	f.cli = cli
+	d := f.lead()
+	dheld := hold(d)
+	e := f.start(t.Context())
+	// The fixture's own reads go through A's client: only the campaign's
+	// are looked at.
+	for deadline := time.Now().Add(safety); newest(t, m.cli, f.l) == d.Key; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("E not queued")
+		}
+	}
+	f.next(e, newest(t, m.cli, f.l))
+	d.Revoke()
+	awaitErr(t, dheld)
+	f.await(e).Revoke()
+	// One candidate campaigns again, after a term of its own.
+	c := f.campaigner(false)
+	for range 2 {
+		tc, err := c.Campaign(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.Revoke()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(without) > 0 {
+		t.Errorf("sent without requiring a leader: %q", without)
+	}
 }

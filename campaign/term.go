@@ -277,7 +277,7 @@ func (t *Term) revoke(ctx context.Context) error {
 	results := make(chan error)
 	send := func() {
 		go func() {
-			_, err := t.c.cfg.Client.Revoke(ctx, t.Lease)
+			_, err := t.c.cfg.Client.Revoke(clientv3.WithRequireLeader(ctx), t.Lease)
 			select {
 			case results <- err:
 			case <-ctx.Done():
