@@ -172,6 +172,33 @@ func (c *cluster) raftLeader(ctx context.Context) (int, error) {
 	}
 }
 
+// moveLeader hands the raft leadership to the next member and waits until
+// it has it: a new raft term, as after an election etcd made itself.
+func (c *cluster) moveLeader(ctx context.Context) error {
+	from, err := c.raftLeader(ctx)
+	if err != nil {
+		return err
+	}
+	to := (from + 1) % len(c.members)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.members[from].endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	mctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := cli.MoveLeader(mctx, c.ids[to]); err != nil {
+		return fmt.Errorf("move the raft leadership: %w", err)
+	}
+	for {
+		now, err := c.raftLeader(ctx)
+		if err != nil || now == to {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond) // polling a process that gives no event
+	}
+}
+
 // freeze stops member i (SIGSTOP): its connections stay open and silent.
 func (c *cluster) freeze(i int) { _ = c.members[i].cmd.Process.Signal(syscall.SIGSTOP) }
 

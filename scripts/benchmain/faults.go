@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
@@ -452,4 +453,140 @@ func (b *bench) tolerance(ctx context.Context, timings []campaign.Timing, bisect
 		rows = append(rows, &toleranceRow{TTL: ttl, Renew: tm.RenewInterval, Fault: "a round trip", Computed: computed, Measured: lo, Tries: strings.Join(tries, ", ")})
 	}
 	return rows, nil
+}
+
+// crashRow is etcdlead's crash failovers on the three-member cluster, with
+// or without a raft leader change since the crashed leader's grant.
+type crashRow struct {
+	Moved bool
+	TTL   time.Duration
+	Took  sample // from the leader's last renewal's end to the waiter's election
+	Held  int    // failovers in which the waiter held the ended term's record
+}
+
+// crashFailovers runs rounds of a crash of an in-process etcdlead leader
+// (its renewals stop; nothing deletes its keys or record) with one waiter,
+// at TTL 2 s, alternating a round with no raft leader change and one with
+// the raft leadership moved after the leader's grant (docs/design.md, "The
+// term record": the waiter then holds the record a TTL and mu after the
+// lease is gone).
+func (b *bench) crashFailovers(ctx context.Context, rounds int) ([]*crashRow, error) {
+	const ttl = 2 * time.Second
+	c, err := b.startCluster(ctx, "crash")
+	if err != nil {
+		return nil, err
+	}
+	defer c.stop()
+	tm, err := timingFor(ttl)
+	if err != nil {
+		return nil, err
+	}
+	rows := []*crashRow{{TTL: ttl}, {Moved: true, TTL: ttl}}
+	for i := range rounds {
+		for _, row := range rows {
+			b.say("crash failovers: round %d of %d, raft leader moved: %v", i+1, rounds, row.Moved)
+			took, held, err := b.crashOnce(ctx, c, fmt.Sprintf("crash%d-%v", i, row.Moved), tm, row.Moved)
+			if err != nil {
+				return nil, err
+			}
+			row.Took = append(row.Took, took)
+			if held {
+				row.Held++
+			}
+		}
+	}
+	return rows, nil
+}
+
+// crashOnce is one crash failover: a leader, a waiter, the raft leadership
+// moved if moved, then the leader's renewals stopped.
+func (b *bench) crashOnce(ctx context.Context, c *cluster, name string, tm campaign.Timing, moved bool) (time.Duration, bool, error) {
+	var clients []*clientv3.Client
+	defer func() {
+		for _, cli := range clients {
+			cli.Close()
+		}
+	}()
+	holds := &holdCounter{Logger: hclog.NewNullLogger()}
+	newCampaigner := func(id string, log hclog.Logger) (*campaign.Campaigner, error) {
+		cli, err := c.client()
+		if err != nil {
+			return nil, err
+		}
+		clients = append(clients, cli)
+		layout, err := campaign.NewLayout("crash/", name)
+		if err != nil {
+			return nil, err
+		}
+		return campaign.New(campaign.Config{
+			Client: cli, Layout: layout, ID: id, TTL: tm.TTL, Logger: log,
+			KillTimeout: tm.KillTimeout, FenceMargin: tm.FenceMargin, RenewInterval: tm.RenewInterval,
+			RequestTimeout: 30 * time.Second, Now: bootclock.Now,
+		})
+	}
+	lc, err := newCampaigner("leader", hclog.NewNullLogger())
+	if err != nil {
+		return 0, false, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	t, err := lc.Campaign(cctx)
+	if err != nil {
+		return 0, false, fmt.Errorf("%s: leader: %w", name, err)
+	}
+	defer t.Revoke()
+	hctx, stop := context.WithCancel(ctx)
+	held := make(chan error, 1)
+	go func() { held <- t.Lead(hctx, func(time.Duration) {}) }()
+	wc, err := newCampaigner("waiter", holds)
+	if err != nil {
+		stop()
+		return 0, false, err
+	}
+	won := make(chan time.Duration, 1)
+	var werr error
+	wctx, wcancel := context.WithTimeout(ctx, 4*tm.TTL+30*time.Second)
+	defer wcancel()
+	go func() {
+		w, err := wc.Campaign(wctx)
+		if err != nil {
+			werr = err
+			won <- -1
+			return
+		}
+		won <- bootclock.Now()
+		w.Revoke()
+	}()
+	if moved {
+		if err := c.moveLeader(ctx); err != nil {
+			stop()
+			return 0, false, err
+		}
+	}
+	// Renewals after the move, and the waiter queued.
+	if err := pause(ctx, tm.TTL/2); err != nil {
+		stop()
+		return 0, false, err
+	}
+	stop()
+	<-held
+	// The crash: the last renewal's answer is in, none follows.
+	t0 := bootclock.Now()
+	at := <-won
+	if at < 0 {
+		return 0, false, fmt.Errorf("%s: the waiter did not lead: %w", name, werr)
+	}
+	return at - t0, holds.held.Load() > 0, nil
+}
+
+// holdCounter is a logger that counts the holds of ended terms' records.
+type holdCounter struct {
+	hclog.Logger
+	held atomic.Int64
+}
+
+func (h *holdCounter) Info(msg string, args ...any) {
+	if strings.Contains(msg, "waiting out its TTL before taking its record away") {
+		h.held.Add(1)
+	}
 }

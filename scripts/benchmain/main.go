@@ -372,6 +372,10 @@ func (b *bench) run() error {
 		if r.memberFailovers, err = b.memberFailovers(ctx, b.cfg.rounds); err != nil {
 			return fmt.Errorf("failovers: %w", err)
 		}
+		b.say("crash failovers with and without a raft leader change: %d rounds each, 3-member cluster, TTL 2s", b.cfg.rounds)
+		if r.crash, err = b.crashFailovers(ctx, b.cfg.rounds); err != nil {
+			return fmt.Errorf("crash failovers: %w", err)
+		}
 	}
 	if b.cfg.want("tolerance") {
 		b.say("outage tolerance: 3-member cluster, TTL 2s and 15s, and 15s with --renew-interval %v", longRenew)

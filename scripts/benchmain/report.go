@@ -35,9 +35,11 @@ type report struct {
 	fleet     []*fleetRun
 	// memberFailovers and tolerance: the member faults (faults.go).
 	memberFailovers []*failoverRow
-	tolerance       []*toleranceRow
-	targets         []targetLine
-	sec             map[string]int // section numbers by figure, as written
+	// crash: crash failovers with and without a raft leader change (faults.go).
+	crash     []*crashRow
+	tolerance []*toleranceRow
+	targets   []targetLine
+	sec       map[string]int // section numbers by figure, as written
 }
 
 // section numbers the next section and remembers it under name, for the

@@ -39,6 +39,43 @@ func (r *report) sectionMemberFailovers(w func(string, ...any)) {
 			r.addTarget("a frozen follower costs no leader its term (TTL 2 s)", strconv.Itoa(row.Failovers[lead])+" failovers in "+strconv.Itoa(row.Rounds)+" rounds", row.Failovers[lead] == 0, "see the section on failovers with a frozen member")
 		}
 	}
+	r.crashSection(w)
+}
+
+// crashSection writes the crash failovers with and without a raft leader
+// change (faults.go), inside the member failovers' section.
+func (r *report) crashSection(w func(string, ...any)) {
+	if len(r.crash) == 0 {
+		return
+	}
+	ttl := r.crash[0].TTL
+	tm, err := timingFor(ttl)
+	if err != nil {
+		return
+	}
+	bound := campaign.EndedWaitLimit(ttl, tm.FenceMargin)
+	w("**A crash after a raft leader change.** On the same three-member etcd, an etcdlead leader in the bench's process and one waiter, at TTL %s; in every other round the raft leadership is moved (`etcdctl move-leader`) after the leader's grant; then the leader's renewals stop, as a `kill -9` stops them, and nothing deletes its keys or record. ", ttl)
+	w("The time runs from the end of its last renewal to the waiter's election. After a raft leader change the waiter cannot tell the lease's expiry from a resumed raft leader's sweep, so it holds the leader's record a TTL and mu (etcd's election timeout, 1 s, and the fence margin) after etcd said the lease is gone (docs/design.md, *The term record*): at most %s in all (`campaign.EndedWaitLimit`).\n\n", bound)
+	w("| raft leader moved since the grant | rounds | crash → next leader: median | max | the waiter held the record |\n|---|---|---|---|---|\n")
+	for _, row := range r.crash {
+		moved := "no"
+		if row.Moved {
+			moved = "yes"
+		}
+		w("| %s | %d | %s | %s | %d of %d |\n", moved, len(row.Took), ms(row.Took.median()), ms(row.Took.max()), row.Held, len(row.Took))
+	}
+	w("\n")
+	for _, row := range r.crash {
+		if row.Moved {
+			r.addTarget(fmt.Sprintf("crash failover after a raft leader change ≤ 2×TTL + mu (%s at TTL %s), the record held", bound, ttl),
+				fmt.Sprintf("median %s, max %s; held in %d of %d", ms(row.Took.median()), ms(row.Took.max()), row.Held, len(row.Took)),
+				row.Took.max() <= bound && row.Held == len(row.Took), "see the crash failovers after a raft leader change")
+		} else {
+			r.addTarget(fmt.Sprintf("crash failover with no raft leader change ≤ TTL + 0.3 s on three members (TTL %s), no hold", ttl),
+				fmt.Sprintf("median %s; held in %d of %d", ms(row.Took.median()), row.Held, len(row.Took)),
+				row.Took.median() <= ttl+300*time.Millisecond && row.Held == 0, "see the crash failovers after a raft leader change")
+		}
+	}
 }
 
 // sectionTolerance writes the outage tolerance table (faults.go).
