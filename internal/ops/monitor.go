@@ -44,7 +44,7 @@ const (
 )
 
 var reasons = []string{ReasonElected, ReasonExited, ReasonStopped, ReasonTimeout, ReasonResigned,
-	ReasonKeyDeleted, ReasonKeyReplaced, ReasonLeaseLost, ReasonFenced, ReasonLost, ReasonRefused,
+	ReasonPaused, ReasonKeyDeleted, ReasonKeyReplaced, ReasonLeaseLost, ReasonFenced, ReasonLost, ReasonRefused,
 	ReasonPastFence, ReasonStartFailed, ReasonKeeperLost, ReasonUnhealthy, ReasonIneligible}
 
 // Monitor is what this instance knows about itself, for /healthz, /leader,

@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -257,6 +261,34 @@ func TestReadmeListsEveryReason(t *testing.T) {
 	for _, r := range reasons {
 		if !strings.Contains(string(b), "`"+r+"`") {
 			t.Errorf("README.md does not list the reason `%s`", r)
+		}
+	}
+}
+
+// Every Reason constant is in reasons, so that its series reads zero from
+// the start rather than appearing at its first event.
+func TestEveryReasonSeriesExistsFromTheStart(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "monitor.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, s := range g.Specs {
+			vs := s.(*ast.ValueSpec)
+			for i, n := range vs.Names {
+				lit, ok := vs.Values[i].(*ast.BasicLit)
+				if !strings.HasPrefix(n.Name, "Reason") || !ok {
+					continue
+				}
+				v := lit.Value
+				if !slices.Contains(reasons, strings.Trim(v, `"`)) {
+					t.Errorf("%s (%s) is not in reasons: its series appears only at its first event", n.Name, v)
+				}
+			}
 		}
 	}
 }
