@@ -240,8 +240,8 @@ func (e *Election) ReadSlots(ctx context.Context, cli *clientv3.Client) (map[int
 // Watch watches what ReadElection reads, the queue, the sentinels, the
 // records, the pause and the health verdicts, from revision from on, under ctx. One
 // watch per key or prefix rather than one range over all: a role that
-// covers an election grants exactly these (README, "Running against a
-// secured etcd"). Watches made with one context share one stream. A
+// covers an election grants exactly these (docs/security.md, "Running
+// against a secured etcd"). Watches made with one context share one stream. A
 // role that may not read the health verdicts ends that watch alone, with
 // an error its reader skips.
 func (l Layout) Watch(ctx context.Context, cli *clientv3.Client, from int64) []clientv3.WatchChan {

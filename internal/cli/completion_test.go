@@ -62,11 +62,12 @@ func etcdleadOnPath(t *testing.T) string {
 	return dir
 }
 
-// A new interactive zsh, set up as a user who followed the README (the
-// script in a directory of fpath, then compinit) or as one who sources it
-// after compinit: the first TAB after `etcdlead stat` completes `status`,
-// and the shell does not beep. A script whose first call only defines the
-// completer leaves the first TAB of every shell without a match.
+// A new interactive zsh, set up as a user who followed docs/operating.md
+// (the script in a directory of fpath, then compinit) or as one who
+// sources it after compinit: the first TAB after `etcdlead stat`
+// completes `status`, and the shell does not beep. A script whose first
+// call only defines the completer leaves the first TAB of every shell
+// without a match.
 func TestZshCompletesOnFirstTab(t *testing.T) {
 	zsh := needTool(t, "zsh")
 	for _, setup := range []string{"fpath", "source"} {

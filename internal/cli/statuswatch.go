@@ -247,7 +247,7 @@ func (w *statusWatch) emit(el electionJSON, rev int64) error {
 }
 
 // watchLine is one line of key=value fields after the time, in the order
-// README.md shows: state is leading, waiting-older (the leader waits for
+// docs/operating.md shows: state is leading, waiting-older (the leader waits for
 // older terms' leases to end before it starts its command) or no-leader.
 func watchLine(el electionJSON, rev int64, at time.Time) string {
 	var b strings.Builder

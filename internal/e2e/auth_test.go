@@ -25,9 +25,8 @@ const (
 // etcdlead/reports.resign, the run records' prefix
 // etcdlead/reports.run/, the health verdicts' prefix
 // etcdlead/reports.health/, and read the pause key etcdlead/reports.pause,
-// as the README's
-// "Running against a secured etcd" sets them up. It returns the cluster and
-// a root client.
+// as docs/security.md sets them up. It returns the cluster and a root
+// client.
 func startAuthEtcd(t *testing.T) (*etcdtest.Cluster, *clientv3.Client) {
 	t.Helper()
 	cluster := etcdtest.Start(t, etcdtest.Options{})
@@ -344,7 +343,7 @@ func refusedWithout(t *testing.T, key, hint string, flags ...string) {
 	nothingLeft(t, root, "etcdlead/")
 }
 
-// A status role of the four keys the README names, without the health
+// A status role of the four keys docs/security.md names, without the health
 // verdicts' prefix: status, and status --watch, show the election without
 // the verdicts, never a refusal.
 func TestAuthStatusWithoutHealthGrant(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 )
 
 // inContainer starts `etcdlead run` as PID 1 of a new PID namespace with its
-// own /proc, as a container's entrypoint runs (README.md, "In a
+// own /proc, as a container's entrypoint runs (docs/containers.md, "In a
 // container"), and returns it with etcdlead's pid as the host sees it.
 func (e *env) inContainer(t *testing.T, name string, flags, command []string) (*candidate, int) {
 	t.Helper()

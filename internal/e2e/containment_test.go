@@ -222,9 +222,9 @@ func TestStoppedKeeperStillFenced(t *testing.T) {
 	})
 }
 
-// Bounded, not excluded (README.md, "What is guaranteed"): a supervisor
-// frozen, then its keeper killed. The child dies with its keeper
-// (parent-death signal), but what it started is re-parented to the frozen
+// Bounded, not excluded (docs/how-it-works.md, "What is guaranteed"): a
+// supervisor frozen, then its keeper killed. The child dies with its
+// keeper (parent-death signal), but what it started is re-parented to the frozen
 // supervisor, and neither fencer is left to kill it until the supervisor
 // runs again; then it kills and reaps all of it at once.
 func TestKeeperKilledUnderFrozenSupervisorEndsAtResume(t *testing.T) {
@@ -245,7 +245,7 @@ func TestKeeperKilledUnderFrozenSupervisorEndsAtResume(t *testing.T) {
 		waitGone(t, keeper) // exited: the frozen supervisor cannot reap it
 		for _, pid := range pids {
 			if !proctest.Running(pid) {
-				t.Fatalf("escapee %d ended under a frozen supervisor: the bound the README states is wrong", pid)
+				t.Fatalf("escapee %d ended under a frozen supervisor: the bound docs/how-it-works.md states is wrong", pid)
 			}
 		}
 		c1.signal(t, syscall.SIGCONT)

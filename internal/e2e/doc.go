@@ -5,8 +5,8 @@
 // schedule (scripts/chaos runs the soak). It has no code of its own outside
 // its tests.
 //
-// What it promises: each safety claim of README.md and docs/design.md has a
-// test here or in the package that makes the claim, and overlap is detected
+// What it promises: each safety claim of README.md and docs/ has a test
+// here or in the package that makes the claim, and overlap is detected
 // without timing, by an exclusive flock that every probe child holds while
 // it lives.
 package e2e

@@ -125,7 +125,7 @@ func TestDeletedKeyStopsOldChildFirst(t *testing.T) {
 }
 
 // A lease revoked by hand is gone at once, so nothing can wait for it: this
-// case is bounded, not zero (README). The old child must be signalled at
+// case is bounded, not zero (docs/how-it-works.md). The old child must be signalled at
 // once and be gone within its stop time plus a generous bound.
 func TestRevokedLeaseStopsOldChildPromptly(t *testing.T) {
 	cluster := etcdtest.Start(t, etcdtest.Options{})

@@ -43,9 +43,9 @@ func (e *env) etcdleadCmd(args ...string) (string, string, int) {
 	return out.String(), errb.String(), code
 }
 
-// electionJSON and candidateJSON are the schema README.md documents for
-// `status --json`, written out here rather than taken from the CLI, so a
-// renamed field fails these tests.
+// electionJSON and candidateJSON are the schema docs/operating.md
+// documents for `status --json`, written out here rather than taken from
+// the CLI, so a renamed field fails these tests.
 type electionJSON struct {
 	Election string          `json:"election"`
 	Prefix   string          `json:"prefix"`
@@ -61,7 +61,7 @@ type candidateJSON struct {
 	Rev   int64  `json:"rev"`
 	Lease string `json:"lease"`
 	TTL   *int64 `json:"ttl_seconds,omitempty"`
-	// Containment is what holds its child together (README.md, "Containment").
+	// Containment is what holds its child together (docs/operating.md, "Containment").
 	Containment string `json:"containment,omitempty"`
 }
 

@@ -14,29 +14,11 @@ import (
 	"github.com/etcdlead/etcdlead/internal/testsupport/etcdtest"
 )
 
-// readmeBlock returns the first ```sh block after heading in README.md.
-func readmeBlock(t *testing.T, heading string) string {
-	t.Helper()
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, after, ok := strings.Cut(string(b), "\n"+heading+"\n")
-	if !ok {
-		t.Fatalf("README.md has no %q", heading)
-	}
-	_, after, ok = strings.Cut(after, "\n```sh\n")
-	block, _, ok2 := strings.Cut(after, "\n```\n")
-	if !ok || !ok2 {
-		t.Fatalf("README.md: no sh block under %q", heading)
-	}
-	return block
-}
-
-// The etcdctl commands of "Running against a secured etcd" set up a role
-// that lets its user lead that election and no other, on an etcd that
-// wants TLS client certificates too; and, as the section says, a
-// certificate whose CN is an etcd user stands for user and password.
+// The etcdctl commands of docs/security.md, "Running against a secured
+// etcd", set up a role that lets its user lead that election and no
+// other, on an etcd that wants TLS client certificates too; and, as the
+// section says, a certificate whose CN is an etcd user stands for user and
+// password.
 func TestReadmeSecuredEtcdSetup(t *testing.T) {
 	t.Parallel()
 	p := newPKI(t)
@@ -63,10 +45,10 @@ func TestReadmeSecuredEtcdSetup(t *testing.T) {
 	}
 	env = append(env, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"ETCDCTL_ENDPOINTS="+ep, "ETCDCTL_CACERT="+p.ca, "ETCDCTL_CERT="+p.client, "ETCDCTL_KEY="+p.clientKey)
-	setup := exec.Command("sh", "-eu", "-c", readmeBlock(t, "## Running against a secured etcd"))
+	setup := exec.Command("sh", "-eu", "-c", docBlock(t, "docs/security.md", "## Running against a secured etcd"))
 	setup.Dir, setup.Env = dir, env
 	if out, err := setup.CombinedOutput(); err != nil {
-		t.Fatalf("the README's setup failed: %v\n%s", err, out)
+		t.Fatalf("docs/security.md's setup failed: %v\n%s", err, out)
 	}
 
 	tls := []string{"--endpoints=" + ep, "--cacert=" + p.ca, "--cert=" + p.client, "--key=" + p.clientKey}
@@ -116,7 +98,7 @@ etcdctl user grant-role etcdlead-tls etcdlead-reports`)
 		"READ [etcdlead/reports.pause, )", "READWRITE [etcdlead/reports.resign, )", "READWRITE [etcdlead/reports.run/, etcdlead/reports.run0)",
 		"READWRITE [etcdlead/reports.term/, etcdlead/reports.term0)", "READWRITE [etcdlead/reports/, etcdlead/reports0)"}
 	if !slices.Equal(perms, want) {
-		t.Errorf("the README's role has %q, want %q", perms, want)
+		t.Errorf("docs/security.md's role has %q, want %q", perms, want)
 	}
 	nothingLeft(t, rc, "etcdlead/")
 }

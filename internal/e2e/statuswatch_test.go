@@ -38,7 +38,7 @@ func (e *env) watchStatus(election string, extraEnv []string, flags ...string) *
 	return e.launch("watch", cmd)
 }
 
-// watchLine is one line of `status --watch --json`: README.md's schema,
+// watchLine is one line of `status --watch --json`: docs/operating.md's schema,
 // written out here so that a renamed field fails the test.
 type watchLine struct {
 	electionJSON
@@ -257,7 +257,7 @@ func TestStatusWatchThroughRestart(t *testing.T) {
 
 // A refusal ends the stream at once with 125 and the line every command
 // prints; a user whose role covers just the election's two prefixes
-// (README, "Running against a secured etcd") may follow it.
+// (docs/security.md) may follow it.
 func TestStatusWatchRefusals(t *testing.T) {
 	t.Parallel() // its own etcd; it mostly waits
 	cluster, _ := startAuthEtcd(t)
@@ -349,15 +349,15 @@ func TestStatusWatchReaderGone(t *testing.T) {
 	}
 }
 
-// The README's upstream example, up to its jq filter, run as written on
-// the stream: each leader's id that has the shape of host:port comes out
+// The upstream example of docs/operating.md, up to its jq filter, run as
+// written on the stream: each leader's id that has the shape of host:port comes out
 // as one line, and a forged id with a newline in it does not.
 func TestStatusWatchReadmeExample(t *testing.T) {
 	t.Parallel() // its own etcd; it mostly waits
 	if _, err := exec.LookPath("jq"); err != nil {
-		t.Skip("jq is missing (apt-get install jq): the README's example is not run")
+		t.Skip("jq is missing (apt-get install jq): docs/operating.md's example is not run")
 	}
-	pipeline := readmeWatchPipeline(t)
+	pipeline := docWatchPipeline(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	c := cluster.Client(t)
@@ -404,25 +404,19 @@ func TestStatusWatchReadmeExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	upstreams.waitFor(t, "pipeline", "web-2:8080", 1)
-	// A queue change repeats the leader's line, which the README's loop
+	// A queue change repeats the leader's line, which the example's loop
 	// skips; the forged id never comes out.
 	if all, _, _ := upstreams.snapshot(); !slices.Equal(slices.Compact(all), []string{"web-1:8080", "web-2:8080"}) {
 		t.Fatalf("upstreams %q, want web-1:8080 then web-2:8080", all)
 	}
 }
 
-// readmeWatchPipeline is the README's example up to and including its jq
-// filter, without the trailing pipe.
-func readmeWatchPipeline(t *testing.T) string {
+// docWatchPipeline is the example of docs/operating.md, "Following the
+// leader", up to and including its jq filter, without the trailing pipe.
+func docWatchPipeline(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(b), "### Following the leader")
-	if ok {
-		_, rest, ok = strings.Cut(rest, "```sh\n")
-	}
+	const heading = "### Following the leader: `status --watch`"
+	_, rest, ok := strings.Cut(docSection(t, "docs/operating.md", heading), "```sh\n")
 	var cmd []string
 	for _, line := range strings.Split(rest, "\n") {
 		if !ok {
@@ -433,7 +427,7 @@ func readmeWatchPipeline(t *testing.T) string {
 			return strings.Join(cmd, " | ")
 		}
 	}
-	t.Fatal("README.md has no example of status --watch piped into jq under \"Following the leader\"")
+	t.Fatalf("docs/operating.md has no example of status --watch piped into jq under %q", heading)
 	return ""
 }
 

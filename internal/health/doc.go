@@ -1,7 +1,7 @@
 // Package health runs the checks that decide whether a candidate may lead:
 // the leader's health check (--health-cmd, --health-url) and every
 // candidate's eligibility check (--eligible-cmd), with Docker
-// HEALTHCHECK's meanings (README.md, "Health checks").
+// HEALTHCHECK's meanings (docs/checks.md, "Health checks").
 //
 // A check command runs under a keeper of its own (package supervisor), as
 // the child does: in a cgroup of its own where the run has them, fenced at

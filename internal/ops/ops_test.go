@@ -252,15 +252,15 @@ func TestServeRefusesBadAddress(t *testing.T) {
 	resp.Body.Close()
 }
 
-// README.md lists every reason of etcdlead_leadership_changes_total.
-func TestReadmeListsEveryReason(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+// docs/operating.md lists every reason of etcdlead_leadership_changes_total.
+func TestOperatingListsEveryReason(t *testing.T) {
+	b, err := os.ReadFile("../../docs/operating.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range reasons {
 		if !strings.Contains(string(b), "`"+r+"`") {
-			t.Errorf("README.md does not list the reason `%s`", r)
+			t.Errorf("docs/operating.md does not list the reason `%s`", r)
 		}
 	}
 }

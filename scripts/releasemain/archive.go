@@ -36,6 +36,9 @@ func (r *release) archive(b *bins, e *extraFiles) (string, error) {
 	for shell, p := range e.completions {
 		files[completionNames[shell]] = p
 	}
+	for _, p := range e.docs {
+		files["docs/"+filepath.Base(p)] = p
+	}
 	entries := map[string]string{base + "/": ""} // full path → source, "" for a directory
 	for n, src := range files {
 		entries[base+"/"+n] = src

@@ -73,6 +73,7 @@ func (r *release) goBuild(arch, out, pkg string, x []string) error {
 // extraFiles are what archives and packages hold beside the binaries.
 type extraFiles struct {
 	readme, license, man string
+	docs                 []string          // docs/*.md, which README.md links to
 	notices              string            // the third-party licenses and notices
 	completions          map[string]string // shell → script
 }
@@ -87,6 +88,11 @@ func (r *release) extras(stage string, b *bins) (*extraFiles, error) {
 		man:         filepath.Join(r.root, "etcdlead.1"),
 		completions: map[string]string{},
 	}
+	docs, err := filepath.Glob(filepath.Join(r.root, "docs", "*.md"))
+	if err != nil || len(docs) == 0 {
+		return nil, fmt.Errorf("no docs/*.md under %s (%v)", r.root, err)
+	}
+	e.docs = docs
 	exe := b.etcdlead
 	if b.arch != runtime.GOARCH {
 		exe = filepath.Join(stage, "host", "etcdlead")

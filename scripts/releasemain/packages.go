@@ -68,9 +68,13 @@ func (r *release) packages(b *bins, e *extraFiles) ([]string, error) {
 		r.pkgFile("deb", e.notices, "/usr/share/doc/etcdlead/"+noticesName, "", 0o644),
 		r.pkgFile("rpm", e.notices, "/usr/share/licenses/etcdlead/"+noticesName, files.TypeRPMLicense, 0o644),
 	}
+	// README.md's links into docs/ hold beside it.
+	for _, p := range e.docs {
+		contents = append(contents, r.file(p, "/usr/share/doc/etcdlead/docs/"+filepath.Base(p), "", 0o644))
+	}
 	// dpkg owns every directory its package's archive holds; rpm only the
 	// ones listed, and removes no directory it does not own.
-	for _, dir := range []string{"/etc/etcdlead", keeperDir, "/usr/share/doc/etcdlead", "/usr/share/licenses/etcdlead"} {
+	for _, dir := range []string{"/etc/etcdlead", keeperDir, "/usr/share/doc/etcdlead", "/usr/share/doc/etcdlead/docs", "/usr/share/licenses/etcdlead"} {
 		contents = append(contents, r.pkgFile("rpm", "", dir, files.TypeDir, 0o755))
 	}
 	if p, ok := e.completions["bash"]; ok {

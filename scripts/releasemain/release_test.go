@@ -43,6 +43,21 @@ func output(t *testing.T, name string, args ...string) string {
 	return string(out)
 }
 
+// docs are the documents README.md links to, docs/*.md, as paths beside
+// it.
+func docs(t *testing.T) []string {
+	t.Helper()
+	paths, err := filepath.Glob("../../docs/*.md")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no ../../docs/*.md (%v)", err)
+	}
+	var names []string
+	for _, p := range paths {
+		names = append(names, "docs/"+filepath.Base(p))
+	}
+	return names
+}
+
 // releaseInto runs the release for amd64 alone, as scripts/release would, into
 // a directory of its own.
 func releaseInto(t *testing.T) string {
@@ -73,7 +88,7 @@ func TestRelease(t *testing.T) {
 		}
 		modes[strings.TrimPrefix(f[5], ".")] = f[0]
 	}
-	for path, mode := range map[string]string{
+	want := map[string]string{
 		"/usr/bin/etcdlead":                               "-rwxr-xr-x",
 		"/usr/libexec/etcdlead/etcdlead-keeper":           "-rwxr-xr-x",
 		"/usr/lib/systemd/system/etcdlead@.service":       "-rw-r--r--",
@@ -87,7 +102,11 @@ func TestRelease(t *testing.T) {
 		"/usr/share/doc/etcdlead/hardening.conf":          "-rw-r--r--",
 		"/usr/share/lintian/overrides/etcdlead":           "-rw-r--r--",
 		"/usr/share/doc/etcdlead/THIRD-PARTY-NOTICES":     "-rw-r--r--",
-	} {
+	}
+	for _, d := range docs(t) {
+		want["/usr/share/doc/etcdlead/"+d] = "-rw-r--r--"
+	}
+	for path, mode := range want {
 		if modes[path] != mode {
 			t.Errorf("%s: mode %q, want %q", path, modes[path], mode)
 		}
@@ -222,8 +241,8 @@ func checkArchive(t *testing.T, path string) {
 	if !sort.StringsAreSorted(names) {
 		t.Errorf("archive entries are not sorted: %q", names)
 	}
-	want := []string{"etcdlead", "etcdlead-keeper", "README.md", "LICENSE", "etcdlead.1",
-		"THIRD-PARTY-NOTICES", "completions/etcdlead.bash", "completions/_etcdlead"}
+	want := append([]string{"etcdlead", "etcdlead-keeper", "README.md", "LICENSE", "etcdlead.1",
+		"THIRD-PARTY-NOTICES", "completions/etcdlead.bash", "completions/_etcdlead"}, docs(t)...)
 	have := strings.Join(names, "\n") + "\n"
 	for _, w := range want {
 		if !strings.Contains(have, "/"+w+"\n") {
