@@ -507,7 +507,7 @@ func (b *bench) crashOnce(ctx context.Context, c *cluster, name string, tm campa
 			cli.Close()
 		}
 	}()
-	holds := &holdCounter{Logger: hclog.NewNullLogger()}
+	holds := &holdCounter{Logger: hclog.NewNullLogger(), queued: make(chan struct{})}
 	newCampaigner := func(id string, log hclog.Logger) (*campaign.Campaigner, error) {
 		cli, err := c.client()
 		if err != nil {
@@ -536,11 +536,18 @@ func (b *bench) crashOnce(ctx context.Context, c *cluster, name string, tm campa
 	}
 	defer t.Revoke()
 	hctx, stop := context.WithCancel(ctx)
+	defer stop()
 	held := make(chan error, 1)
 	go func() { held <- t.Lead(hctx, func(time.Duration) {}) }()
+	// The move before the waiter campaigns, so that no campaign
+	// transaction of the waiter's meets it.
+	if moved {
+		if err := c.moveLeader(ctx); err != nil {
+			return 0, false, err
+		}
+	}
 	wc, err := newCampaigner("waiter", holds)
 	if err != nil {
-		stop()
 		return 0, false, err
 	}
 	won := make(chan time.Duration, 1)
@@ -548,24 +555,34 @@ func (b *bench) crashOnce(ctx context.Context, c *cluster, name string, tm campa
 	wctx, wcancel := context.WithTimeout(ctx, 4*tm.TTL+30*time.Second)
 	defer wcancel()
 	go func() {
-		w, err := wc.Campaign(wctx)
-		if err != nil {
-			werr = err
-			won <- -1
-			return
+		// Again after an error a retry can mend, as the runner
+		// campaigns again.
+		for {
+			w, err := wc.Campaign(wctx)
+			if err == nil {
+				won <- bootclock.Now()
+				w.Revoke()
+				return
+			}
+			if wctx.Err() != nil || campaign.Permanent(err) {
+				werr = err
+				won <- -1
+				return
+			}
+			if pause(wctx, 100*time.Millisecond) != nil {
+				werr = err
+				won <- -1
+				return
+			}
 		}
-		won <- bootclock.Now()
-		w.Revoke()
 	}()
-	if moved {
-		if err := c.moveLeader(ctx); err != nil {
-			stop()
-			return 0, false, err
-		}
+	select {
+	case <-holds.queued:
+	case at := <-won:
+		return 0, false, fmt.Errorf("%s: the waiter did not queue behind the leader (done at %v): %w", name, at, werr)
 	}
-	// Renewals after the move, and the waiter queued.
+	// Renewals after the move, with the waiter queued.
 	if err := pause(ctx, tm.TTL/2); err != nil {
-		stop()
 		return 0, false, err
 	}
 	stop()
@@ -579,13 +596,19 @@ func (b *bench) crashOnce(ctx context.Context, c *cluster, name string, tm campa
 	return at - t0, holds.held.Load() > 0, nil
 }
 
-// holdCounter is a logger that counts the holds of ended terms' records.
+// holdCounter is a logger that counts the holds of ended terms' records,
+// and closes queued once the campaign waits on its predecessor.
 type holdCounter struct {
 	hclog.Logger
-	held atomic.Int64
+	held   atomic.Int64
+	queued chan struct{}
+	once   sync.Once
 }
 
 func (h *holdCounter) Info(msg string, args ...any) {
+	if msg == "waiting on predecessor" {
+		h.once.Do(func() { close(h.queued) })
+	}
 	if strings.Contains(msg, "waiting out its TTL before taking its record away") {
 		h.held.Add(1)
 	}

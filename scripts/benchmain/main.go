@@ -97,7 +97,7 @@ func main() {
 	flag.StringVar(&cfg.etcdleadBin, "etcdlead", "", "use this etcdlead binary instead of building the checkout (to compare a change)")
 	flag.StringVar(&cfg.against, "against", "", "A/B of two etcdlead binaries: this one (its keeper beside it) stands in for etcdctl lock; needs -out and -only among ttfc,handoff,deleted,failover")
 	flag.StringVar(&cfg.againstContainment, "against-containment", "", "with -against: run it with this --containment (auto, cgroup, process-group), to measure what a containment costs")
-	flag.StringVar(&only, "only", "", "comma-separated subset of ttfc,handoff,steps,deleted,failover,cost,fleet,idle,failovers,tolerance (failovers: with a frozen member and a slow link, on a 3-member cluster)")
+	flag.StringVar(&only, "only", "", "comma-separated subset of ttfc,handoff,steps,deleted,failover,cost,fleet,idle,failovers,crash,tolerance (failovers: with a frozen member and a slow link; crash: crash failovers with and without a raft leader change; both on a 3-member cluster)")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the work directory (binaries, logs, etcd data)")
 	flag.StringVar(&cfg.dataDir, "dir", "", "parent of the work directory, which holds etcd's data (default: the system temp dir, unless that is tmpfs)")
 	flag.Uint64Var(&cfg.seed, "seed", 0, "seed for the random kill times (0: from the clock)")
@@ -372,6 +372,8 @@ func (b *bench) run() error {
 		if r.memberFailovers, err = b.memberFailovers(ctx, b.cfg.rounds); err != nil {
 			return fmt.Errorf("failovers: %w", err)
 		}
+	}
+	if b.cfg.want("crash") {
 		b.say("crash failovers with and without a raft leader change: %d rounds each, 3-member cluster, TTL 2s", b.cfg.rounds)
 		if r.crash, err = b.crashFailovers(ctx, b.cfg.rounds); err != nil {
 			return fmt.Errorf("crash failovers: %w", err)
