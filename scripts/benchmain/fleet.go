@@ -344,13 +344,13 @@ func (b *bench) fleetCampaign(ctx context.Context, n int, renew, window time.Dur
 			return nil, fmt.Errorf("fleet: leaders not all elected within %v", fleetWait(n))
 		}
 	}
-	// A queue key and a sentinel per candidate.
+	// A queue key, a sentinel and a record per candidate.
 	for i := range n {
 		if err := start(i, "w"); err != nil {
 			return nil, err
 		}
 		if started := i + 1; started%fleetBatch == 0 || started == n {
-			if err := b.waitCount(ctx, prefix, int64(2*n+2*started), fleetWait(n)); err != nil {
+			if err := b.waitCount(ctx, prefix, int64(3*n+3*started), fleetWait(n)); err != nil {
 				select {
 				case why := <-failed:
 					return nil, fmt.Errorf("%w; first failure: %w", err, why)
