@@ -33,6 +33,17 @@ const safety = 30 * time.Second
 // looks for shows at once, so a longer watch would find nothing more.
 const quiet = 300 * time.Millisecond
 
+// skipIfShort leaves a test to the full suite under go test -short, which
+// keeps the pure logic and, on real etcd, TestCampaign's cases (but those
+// that wait on renewals), the term record's main case and the start read
+// under a pause.
+func skipIfShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("slow: runs in the full suite (go test -race -p 1 ./...)")
+	}
+}
+
 type fixture struct {
 	t   *testing.T
 	cli *clientv3.Client
@@ -571,6 +582,7 @@ func TestCampaign(t *testing.T) {
 	// renewal is still under way, here held inside onRenew, so no deadline
 	// reaches a fence that its caller has already taken down.
 	t.Run("hold-waits-for-renewal", func(t *testing.T) {
+		skipIfShort(t)
 		f := newFixture(t, cli)
 		a := f.lead()
 		stall, inside, release := stallOnce()
@@ -595,6 +607,7 @@ func TestCampaign(t *testing.T) {
 	// A renewal under way when Lead's context ends is abandoned, not waited
 	// out: the revoke that follows a child's exit is not held up by it.
 	t.Run("hold-cancel-abandons-renewal", func(t *testing.T) {
+		skipIfShort(t)
 		p := newProxy(t, cluster)
 		f := newFixture(t, etcdtest.NewClient(t, p.Addr()))
 		failed := make(chan struct{}, 1)
@@ -671,6 +684,7 @@ func TestCampaign(t *testing.T) {
 	// Campaign returns only once the renewals of its wait have ended, here
 	// held inside the observer's report of one.
 	t.Run("campaign-waits-for-renewal", func(t *testing.T) {
+		skipIfShort(t)
 		f := newFixture(t, cli)
 		f.lead()
 		stall, inside, release := stallOnce()
@@ -860,6 +874,7 @@ func TestCampaign(t *testing.T) {
 	// A resign request ends the leader's term only when it names the
 	// leader's queue key: one naming another candidate leaves it leading.
 	t.Run("resign-while-leading", func(t *testing.T) {
+		skipIfShort(t)
 		f := newFixture(t, cli)
 		a := f.lead()
 		renewed := make(chan struct{}, 1)

@@ -12,6 +12,7 @@ import (
 // time a leader makes eight renewals at its cadence of T/10, the guard
 // reads its keys not once (docs/design.md, step 3).
 func TestGuardRereadPace(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	var sent wire

@@ -134,6 +134,7 @@ func wiredClient(t *testing.T, c *etcdtest.Cluster, w *wire) *clientv3.Client {
 // one later adds the renewal that keeps the term's room for a round trip
 // from its start.
 func TestHandoffRequests(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	var oldWire, newWire wire
@@ -225,6 +226,7 @@ func TestHandoffRequests(t *testing.T) {
 // so that a supervisor that campaigns term after term keeps no stream,
 // and etcd no watches, of the terms it held.
 func TestGuardStreamEndsWithTerm(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	m := cluster.Member(0)

@@ -53,6 +53,7 @@ func slotKeys(t *testing.T, cli *clientv3.Client, l campaign.Layout) map[string]
 }
 
 func TestHolders(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	cli := cluster.Client(t)
 	ctx := t.Context()
@@ -339,6 +340,7 @@ func waitLine(t *testing.T, l *testLog, b <-chan result, parts ...string) {
 // queue key and lease live. Each frozen holder is a term whose lease the
 // test keeps alive and which nothing else acts for.
 func TestHoldersBounds(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	cli := cluster.Client(t)
 	ctx := t.Context()

@@ -18,6 +18,7 @@ import (
 // for the resume holding no lease, or under NoWait gives up; WaitIdle
 // returns once every term from before the pause has revoked its lease.
 func TestPauseEndsTermsAndRefusesStarts(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	cli := cluster.Client(t)
 	f := newFixture(t, cli)

@@ -108,6 +108,7 @@ func TestEndedTermRecord(t *testing.T) {
 	})
 
 	t.Run("no-wait-waits-out-an-ended-term", func(t *testing.T) {
+		skipIfShort(t)
 		m := newMovingLeader(t, cluster, campaign.MinTTL)
 		m.move(t)
 		at := m.sweep(t)
@@ -125,6 +126,7 @@ func TestEndedTermRecord(t *testing.T) {
 	// pause returns only once every term older than the pause has ended:
 	// a swept lease is no proof, its record is.
 	t.Run("pause-waits-out-an-ended-term", func(t *testing.T) {
+		skipIfShort(t)
 		m := newMovingLeader(t, cluster, campaign.MinTTL)
 		m.move(t)
 		at := m.sweep(t)
@@ -165,6 +167,7 @@ func TestEndedTermRecord(t *testing.T) {
 	})
 
 	t.Run("expired-is-followed-at-once", func(t *testing.T) {
+		skipIfShort(t)
 		m := newMovingLeader(t, cluster, campaign.MinTTL)
 		log := newTestLog()
 		fb := m.candidate(t, campaign.MinTTL, log)
@@ -238,6 +241,7 @@ func TestEndedTermRecord(t *testing.T) {
 // feeds the raft term its record names. Once the member has a leader
 // again, it leads.
 func TestCampaignAgainWhileMemberLeaderless(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
 	cli := etcdtest.NewClient(t, cluster.Member(0).ClientAddr())
 	f := newFixture(t, cli)
@@ -297,6 +301,7 @@ func TestCampaignAgainWhileMemberLeaderless(t *testing.T) {
 // a swept term's record, leads, renews, and hands over to a waiter, whose
 // term ends too; then a candidate campaigns twice.
 func TestEveryCampaignRequestRequiresALeader(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
 	m := newMovingLeader(t, cluster, campaign.MinTTL)
 	var mu sync.Mutex

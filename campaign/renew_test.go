@@ -52,6 +52,7 @@ func atLeast(t *testing.T, count *atomic.Int64, n int64, held <-chan error, what
 // Subtests other than one-stream, which counts every stream etcd sees
 // opened, run in parallel once it is done.
 func TestRenewals(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	m := cluster.Member(0)
@@ -313,6 +314,7 @@ func (renewObserver) Front(string)                               {}
 // With auth on, renewals carry the client's token on their one stream: one
 // login for all of them.
 func TestRenewalsWithAuth(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	const password = "alice-Pw-9q#Z!k2"
 	cluster := etcdtest.Start(t, etcdtest.Options{})
@@ -374,6 +376,7 @@ func TestRenewalsWithAuth(t *testing.T) {
 // a leader that renews seldom moves off a frozen member as soon as one
 // with the default cadence, long before its fence point.
 func TestRenewIntervalGiven(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 
 	// At TTL 15s the default cadence is 1s: 9 or 10 renewals in the

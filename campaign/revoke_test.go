@@ -13,6 +13,7 @@ import (
 // the lease's expiry. Several terms, so that some revoke is picked for the
 // silent endpoint first.
 func TestRevokeResentPastSilentMember(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	silent, open := newProxy(t, cluster), newProxy(t, cluster)

@@ -21,6 +21,7 @@ import (
 // candidate run the firing; with N holders each slot runs it once, and a
 // newcomer takes a slot that has not; an expired record lets it run again.
 func TestRunIDOncePerFiring(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	cli := cluster.Client(t)
 

@@ -89,6 +89,7 @@ func freezeFollower(t *testing.T, cluster *etcdtest.Cluster, i int) *clientv3.Cl
 // revoke's deletes there. The handoff completes within T/2 of the revoke,
 // the bound for a handoff during a frozen member.
 func TestWaiterWakesPastFrozenStream(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	_, a, b, _ := frozenWaiter(t)
 	start := time.Now()
@@ -114,6 +115,7 @@ func TestWaiterWakesPastFrozenStream(t *testing.T) {
 // as soon as the stream is found stalled and its watches opened again
 // elsewhere: within T/2, not at a periodic read seconds later.
 func TestGuardNoticesDeleteOnFrozenStream(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	fb, _, b, cli := frozenWaiter(t)
 	key := newest(t, cli, fb.l)
@@ -140,6 +142,7 @@ func TestGuardNoticesDeleteOnFrozenStream(t *testing.T) {
 // there is nothing the stream could have failed to deliver. A write moves
 // the revision, and the guard asks again at its next pause's end.
 func TestIdleLeaderGuardAsksNothing(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	cli := etcdtest.NewClient(t, cluster.Endpoints()...)
@@ -180,6 +183,7 @@ func TestIdleLeaderGuardAsksNothing(t *testing.T) {
 // its stream at its next pause's end, finds it stalled, and watches again
 // elsewhere.
 func TestLeaderGuardNoticesDeleteOnFrozenStream(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
 	fa := newFixture(t, etcdtest.NewClient(t, cluster.Endpoints()...))

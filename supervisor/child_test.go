@@ -38,6 +38,16 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// skipIfShort leaves a test to the full suite under go test -short: the
+// fence waited out under every containment and walk, and the trees that
+// fork without pause, which load both cores.
+func skipIfShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("slow: runs in the full suite (go test -race -p 1 ./...)")
+	}
+}
+
 // helperChild prints "ready", then one line per signal it receives, and
 // reports a grandchild's pid when asked to start one. In mode "escapees" it
 // first starts two holders that ignore SIGTERM, one in a new process group

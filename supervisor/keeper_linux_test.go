@@ -246,6 +246,7 @@ func TestStopReachesTimeoutAndItsCommand(t *testing.T) {
 
 // The fence, with no word from the supervisor, reaches them too.
 func TestFenceReachesEveryDescendant(t *testing.T) {
+	skipIfShort(t)
 	eachContainment(t, func(t *testing.T) {
 		eachWalk(t, func(t *testing.T, env []string) {
 			var holders []int
@@ -461,6 +462,7 @@ func (s *started) churnPids(t *testing.T) []int {
 // process of it is gone when the keeper reports, and the report comes (the
 // walk neither holds the keeper nor lets the loops outrun it).
 func TestOrphanedStopReachesForkChurningTree(t *testing.T) {
+	skipIfShort(t)
 	eachContainment(t, func(t *testing.T) {
 		s := startHelper(t, churnMode(), nil)
 		loops := s.churnPids(t)
@@ -478,6 +480,7 @@ func TestOrphanedStopReachesForkChurningTree(t *testing.T) {
 // The same tree with its keeper stopped: the supervisor's own fence kills
 // it by the deadline.
 func TestStoppedKeeperFencesForkChurningTree(t *testing.T) {
+	skipIfShort(t)
 	eachContainment(t, func(t *testing.T) {
 		s := startHelper(t, churnMode(), func(sp *Spec) {
 			sp.Deadline, sp.KillTimeout, sp.FenceMargin = bootclock.Now()+time.Hour, 200*time.Millisecond, 500*time.Millisecond

@@ -105,6 +105,7 @@ func writeFile(t *testing.T, name, content string) string {
 // and no user at all are each one line and 125 at once, with nothing left in
 // etcd.
 func TestAuthPasswordSourcesAndRefusals(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	cluster, root := startAuthEtcd(t)
 	ep := "--endpoints=" + cluster.Endpoints()[0]
@@ -169,6 +170,7 @@ func TestAuthPasswordSourcesAndRefusals(t *testing.T) {
 // a waiter that watches it and checks its lease, `etcdlead resign` through
 // the resign-request key, and the handover.
 func TestAuthRoleCoversWholeElection(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	root, e, pw, c1, c2 := aliceLeaderAndWaiter(t)
 	out, errs, code := e.etcdleadCmd("resign", "--election=reports", "--user=alice", pw)
@@ -191,6 +193,7 @@ func TestAuthRoleCoversWholeElection(t *testing.T) {
 // With a user, etcdlead started while etcd is down waits for it, as it does
 // without one: clientv3.New would log in at once and fail.
 func TestAuthEtcdDownAtStart(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	cluster, _ := startAuthEtcd(t)
 	m := cluster.Member(0)
@@ -210,6 +213,7 @@ func TestAuthEtcdDownAtStart(t *testing.T) {
 // "permission denied" line when it next needs the queue: not the conflict
 // code, as if another candidate led.
 func TestAuthPermissionRevokedWhileWaiting(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	root, e, pw, c1, c2 := aliceLeaderAndWaiter(t)
 	if _, err := root.RoleRevokePermission(ctxT(t), "etcdlead-reports", "etcdlead/reports/",
@@ -291,6 +295,7 @@ func aliceLeaderAndWaiter(t *testing.T) (*clientv3.Client, *env, string, *candid
 // is one line and 125 before any child starts, not a child stopped at once
 // after every start.
 func TestAuthRoleWithoutResignKeyIsRefused(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	refusedWithout(t, "etcdlead/reports.resign", `on key "etcdlead/reports.resign"`)
 }
@@ -299,6 +304,7 @@ func TestAuthRoleWithoutResignKeyIsRefused(t *testing.T) {
 // a refusal, one line and 125 before any child starts, never taken for
 // an election that is not paused.
 func TestAuthRoleWithoutPauseKeyIsRefused(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	refusedWithout(t, "etcdlead/reports.pause", `read on key "etcdlead/reports.pause"`)
 }
@@ -307,6 +313,7 @@ func TestAuthRoleWithoutPauseKeyIsRefused(t *testing.T) {
 // from before records) is refused before any child, with a line that names
 // the prefix to grant.
 func TestAuthRoleWithoutRecordPrefixIsRefused(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	refusedWithout(t, "etcdlead/reports.term/", `on prefix "etcdlead/reports.term/"`)
 }
@@ -315,6 +322,7 @@ func TestAuthRoleWithoutRecordPrefixIsRefused(t *testing.T) {
 // record that cannot be read is a refusal, never taken for a firing not
 // run yet, and the line names the prefix to grant.
 func TestAuthRoleWithoutRunPrefixIsRefused(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	refusedWithout(t, "etcdlead/reports.run/", `on prefix "etcdlead/reports.run/"`, "--run-id=20261205T1000")
 }
@@ -347,6 +355,7 @@ func refusedWithout(t *testing.T, key, hint string, flags ...string) {
 // verdicts' prefix: status, and status --watch, show the election without
 // the verdicts, never a refusal.
 func TestAuthStatusWithoutHealthGrant(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	cluster, root := startAuthEtcd(t)
 	if _, err := root.RoleRevokePermission(ctxT(t), "etcdlead-reports", "etcdlead/reports.health/",

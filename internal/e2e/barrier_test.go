@@ -34,6 +34,7 @@ func del(t *testing.T, cli *clientv3.Client, key string) {
 // old child still stops (it ignores SIGTERM for the kill timeout), finds
 // no queue key ahead but the old term's sentinel, and waits for its lease.
 func TestNewcomerAfterKeyDeleteWaitsForOldLease(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	cli := cluster.Client(t)
 	e := newEnv(t, cluster.Endpoints())
@@ -54,6 +55,7 @@ func TestNewcomerAfterKeyDeleteWaitsForOldLease(t *testing.T) {
 // only in the queue. When c2 leaves, c3 must still wait for c1's lease,
 // whose keeper runs c1's child until c1's fence.
 func TestNewcomerBehindLeaverWaitsForFrozenLease(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel() // it mostly waits: for a lease to end, a freeze, a --wait
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	cli := cluster.Client(t)
@@ -79,6 +81,7 @@ func TestNewcomerBehindLeaverWaitsForFrozenLease(t *testing.T) {
 // neither vouch for an older term nor hide one, and deleting them moves
 // nothing.
 func TestForeignKeysNeitherVouchNorBlock(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	cli := cluster.Client(t)
 	e := newEnv(t, cluster.Endpoints())
@@ -108,6 +111,7 @@ func TestForeignKeysNeitherVouchNorBlock(t *testing.T) {
 // A key with no lease, put by hand where a candidate would be, blocks
 // nothing and is not a leader; status counts it as skipped.
 func TestLeaselessKeyBlocksNothing(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	cli := cluster.Client(t)
 	e := newEnv(t, cluster.Endpoints())
@@ -134,6 +138,7 @@ func TestLeaselessKeyBlocksNothing(t *testing.T) {
 // another election: it neither blocks x, nor shows as x's leader, nor is
 // deleted by a forced resign of x.
 func TestNestedElectionIsNotACandidate(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	inner := *e
@@ -169,6 +174,7 @@ func TestNestedElectionIsNotACandidate(t *testing.T) {
 // A resign aimed at the candidate first in the queue while it still waits
 // for an older lease reaches it: it gives up its term, and resign says so.
 func TestResignReachesCandidateInBarrier(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	cli := cluster.Client(t)
 	e := newEnv(t, cluster.Endpoints())
@@ -191,6 +197,7 @@ func TestResignReachesCandidateInBarrier(t *testing.T) {
 // resign --force with the default --dial-timeout and a --timeout longer
 // than it: the delete has its own bound, not what is left of the wait's.
 func TestResignForceAfterLongTimeout(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	c1 := e.start("c1", slow, e.probe())
@@ -207,6 +214,7 @@ func TestResignForceAfterLongTimeout(t *testing.T) {
 // --timeout firing while a stop for lost leadership is under way: the
 // leadership was lost first, so --once says 76, not 124.
 func TestTimeoutDuringLostLeadershipStopExits76(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	cli := cluster.Client(t)
 	e := newEnv(t, cluster.Endpoints())
@@ -223,6 +231,7 @@ func TestTimeoutDuringLostLeadershipStopExits76(t *testing.T) {
 // --wait ending while etcd is cut off after this candidate queued: the last
 // request failed to reach etcd, so it is 125 (etcd unreachable), not 75.
 func TestWaitEndingInOutageAfterQueueingIs125(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel() // it mostly waits: for a lease to end, a freeze, a --wait
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())

@@ -246,6 +246,7 @@ var faults = []fault{
 }
 
 func TestChaos(t *testing.T) {
+	skipIfShort(t)
 	seed := *chaosSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())

@@ -58,6 +58,7 @@ func needRoot(t *testing.T, what string) {
 // nsenter), passes a SIGTERM from outside to its child, and exits with the
 // child's status.
 func TestContainerEntrypoint(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	c, pid := e.inContainer(t, "c1", fast, e.probe())
@@ -99,6 +100,7 @@ func TestContainerEntrypoint(t *testing.T) {
 
 // A child's own exit status is the entrypoint's, as the container's.
 func TestContainerEntrypointExitStatus(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	c, _ := e.inContainer(t, "c1", append([]string{"--once"}, fast...), e.probe("-exit", "7"))

@@ -111,6 +111,7 @@ func checkNotRunning(t *testing.T, what string, pids []int) {
 // own; by the process group, they stay in it (a tree that leaves it is
 // reached by a walk, which is bounded, not guaranteed: docs/design.md).
 func TestForkChurningTreeFenced(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	eachContainment(t, func(t *testing.T, flags []string) {
 		churn := e2eChurn(flags)
@@ -182,6 +183,7 @@ func stopKeeper(t *testing.T, keeper int) {
 // successor, which waits for the lease, never runs beside it, and resign
 // says the leader stepped down only once its child is gone.
 func TestStoppedKeeperStillFenced(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	eachContainment(t, func(t *testing.T, flags []string) {
 		for _, fault := range []string{"partition", "key-deleted", "resign"} {
@@ -228,6 +230,7 @@ func TestStoppedKeeperStillFenced(t *testing.T) {
 // supervisor, and neither fencer is left to kill it until the supervisor
 // runs again; then it kills and reaps all of it at once.
 func TestKeeperKilledUnderFrozenSupervisorEndsAtResume(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	eachContainment(t, func(t *testing.T, flags []string) {
 		e := newEnv(t, cluster.Endpoints())
@@ -262,6 +265,7 @@ func TestKeeperKilledUnderFrozenSupervisorEndsAtResume(t *testing.T) {
 // term's sentinel, in status --json; the child runs in a cgroup of its own
 // with cgroup containment; and no cgroup is left once etcdlead exits.
 func TestContainmentShownAndCleanedUp(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	eachContainment(t, func(t *testing.T, flags []string) {
 		mode := strings.TrimPrefix(flags[0], "--containment=")
@@ -332,6 +336,7 @@ func ownCgroupDir(t *testing.T) string {
 // contained by its process group, with one line that says why; with
 // --containment=cgroup it is a refusal, exit 125, and no child.
 func TestNoCgroupFallsBackOrRefuses(t *testing.T) {
+	skipIfShort(t)
 	if err := supervisor.CgroupSupport(); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("cgroup containment unavailable under CI: %v", err)
@@ -389,6 +394,7 @@ func TestNoCgroupFallsBackOrRefuses(t *testing.T) {
 // nobody to stop it. The next etcdlead started in the same cgroup, of any
 // election, kills it and removes the dead one's cgroups.
 func TestStaleCgroupOfDeadEtcdleadRemoved(t *testing.T) {
+	skipIfShort(t)
 	if err := supervisor.CgroupSupport(); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("cgroup containment unavailable under CI: %v", err)
@@ -433,6 +439,7 @@ func TestStaleCgroupOfDeadEtcdleadRemoved(t *testing.T) {
 // when its key goes: here the key is deleted by hand while the leader is
 // frozen, and its child runs on until the keeper's fence.
 func TestResignWaitsForTheLease(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	c1 := e.start("c1", fast, e.probe())

@@ -73,6 +73,7 @@ func leaseOf(t *testing.T, cli *clientv3.Client, prefix, id string) (key string,
 // lease can expire, so the successor starts only after; after the heal the
 // old supervisor campaigns again.
 func TestPartitionedLeaderIsFencedBeforeSuccessorStarts(t *testing.T) {
+	skipIfShort(t)
 	_, e, p, c1, c2 := leaderPair(t, fast)
 	p.Blackhole()
 	c1.log.waitFor(t, "c1", "fence: lease deadline near", 0)
@@ -87,6 +88,7 @@ func TestPartitionedLeaderIsFencedBeforeSuccessorStarts(t *testing.T) {
 // A frozen supervisor cannot keep its child alive: the keeper fences on
 // its own clock. After SIGCONT the supervisor campaigns again.
 func TestFrozenSupervisorIsFenced(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel() // it mostly waits: for a lease to end, a freeze, a --wait
 	_, e, _, c1, c2 := leaderPair(t, fast)
 	c1.signal(t, syscall.SIGSTOP)
@@ -107,6 +109,7 @@ func TestFrozenSupervisorIsFenced(t *testing.T) {
 // successor waits on the old term's sentinel, which goes with the lease,
 // which the old leader revokes only once its child is gone.
 func TestDeletedKeyStopsOldChildFirst(t *testing.T) {
+	skipIfShort(t)
 	// The old child ignores SIGTERM, so it lives on for the kill timeout
 	// (1.5s) after the delete: the successor must not start meanwhile.
 	cluster, e, _, c1, c2 := leaderPair(t, slow, "-ignore-term")
@@ -128,6 +131,7 @@ func TestDeletedKeyStopsOldChildFirst(t *testing.T) {
 // case is bounded, not zero (docs/how-it-works.md). The old child must be signalled at
 // once and be gone within its stop time plus a generous bound.
 func TestRevokedLeaseStopsOldChildPromptly(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	c1 := e.start("c1", fast, e.probe())
@@ -154,6 +158,7 @@ func TestRevokedLeaseStopsOldChildPromptly(t *testing.T) {
 // fence stops the child while the lease still exists in etcd, and a leader
 // follows once etcd is back.
 func TestEtcdOutageShortThenLong(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel() // it mostly waits: for a lease to end, a freeze, a --wait
 	cluster, e, p, c1, c2 := leaderPair(t, slow, "-ignore-term")
 	_, before := c1.log.waitFor(t, "c1", "renewed", 0)
@@ -193,6 +198,7 @@ func TestEtcdOutageShortThenLong(t *testing.T) {
 // Three etcd members, all endpoints given: killing the raft leader member
 // does not end the etcdlead leader's term.
 func TestRaftLeaderLossKeepsLeader(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
 	e := newEnv(t, cluster.Endpoints())
 	c1, c2 := e.leaderAndWaiter(slow)
@@ -217,6 +223,7 @@ func TestRaftLeaderLossKeepsLeader(t *testing.T) {
 // neither a loss of leadership nor a crash, for the leader and for the
 // waiter; a handoff afterwards still works.
 func TestCompactedWatchRevisions(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	p := newProxy(t, cluster.Endpoints()[0])
@@ -264,6 +271,7 @@ func TestCompactedWatchRevisions(t *testing.T) {
 // leader's TTL before it takes that record away and starts (its probe
 // would say OVERLAP and never "ready").
 func TestSweptLeaderAndWaiterLeaderFrozen(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
 	e := newEnv(t, cluster.Endpoints())
 	cli := cluster.Client(t)
@@ -294,6 +302,7 @@ func TestSweptLeaderAndWaiterLeaderFrozen(t *testing.T) {
 // revoke. The waiter must wait out the leader's TTL before it starts, or
 // its probe says OVERLAP.
 func TestEarlyEndAfterRaftLeaderChangeIsWaitedOut(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
 	e := newEnv(t, cluster.Endpoints())
 	cli := cluster.Client(t)

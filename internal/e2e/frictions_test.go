@@ -16,6 +16,7 @@ import (
 // and one line that names TLS and the fix, as https:// against a
 // plain-text etcd does (testdata/script/unreached.txtar).
 func TestPlainEndpointAgainstTLS(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	p := newPKI(t)
 	cluster, ep := etcdtest.StartTLS(t, etcdtest.Options{}, etcdtest.TLS{CertFile: p.server, KeyFile: p.serverKey})
@@ -35,6 +36,7 @@ func TestPlainEndpointAgainstTLS(t *testing.T) {
 // once, not after --dial-timeout (an hour here, beyond the test's bound),
 // and keeps retrying: etcd may be starting. A stop ends it with 0.
 func TestRefusedEndpointLoggedAtOnce(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	cmd := exec.Command(etcdleadBin(), "run", "--election=refused", "--endpoints=127.0.0.1:1", "--dial-timeout=1h", "--", "true")
 	stderr, err := cmd.StderrPipe()

@@ -64,6 +64,18 @@ func testMain(m *testing.M) int {
 	return m.Run()
 }
 
+// skipIfShort leaves a test to the full suite under go test -short. The
+// short loop keeps a few runs of the binary against etcd (a handoff among
+// three candidates, kill -9 of the leader, the README's cron line) and the
+// checks that need no etcd; the faults, soaks, sweeps and the release, most
+// of this package's time, run in the full suite only.
+func skipIfShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("slow: runs in the full suite (go test -race -p 1 ./...)")
+	}
+}
+
 func etcdleadBin() string { return filepath.Join(binDir, "etcdlead") }
 func probeBin() string    { return filepath.Join(binDir, "probe") }
 

@@ -25,6 +25,7 @@ func checkFlags(extra ...string) []string {
 // successor's command starts (the probe's lock), and it sits out before
 // it queues again. Its checks' leftovers never outlive their check.
 func TestUnhealthyLeaderReplacedByHealthyCandidate(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	dir := t.TempDir()
@@ -70,6 +71,7 @@ func TestUnhealthyLeaderReplacedByHealthyCandidate(t *testing.T) {
 // same term (the same fencing token), after the damping delay. status
 // --watch follows the verdicts.
 func TestUnhealthyCommandRestartedInPlace(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	dir := t.TempDir()
@@ -106,6 +108,7 @@ func TestUnhealthyCommandRestartedInPlace(t *testing.T) {
 // An ineligible candidate never leads; a leader that becomes ineligible
 // steps down to the candidate that is eligible again.
 func TestIneligibleCandidateNeverLeads(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	dir := t.TempDir()

@@ -104,6 +104,7 @@ func journalIndex(lines []string, prefix string) int {
 // take c2's slot, not c1's, for as long as c1's lease lives: its slot key
 // is created either in slot 1 or after c1's lease ended.
 func TestHoldersFrozenHolderSlotKeyDeleted(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel() // its own etcd; it mostly waits
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	cli := cluster.Client(t)
@@ -152,6 +153,7 @@ func TestHoldersFrozenHolderSlotKeyDeleted(t *testing.T) {
 // fewer than two) or exiting 125 (it has nothing to disagree with). The
 // leader's probe takes slot 0's lock as the newcomer's would.
 func TestHoldersNewcomerWaitsForLeaderWithoutSentinel(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel() // its own etcd; it mostly waits
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	cli := cluster.Client(t)

@@ -71,6 +71,7 @@ func holding(cs []*candidate, except ...*candidate) []*candidate {
 // never beside it; the probes' slot and count locks say no two children ever shared a
 // slot and no more than N ran at once.
 func TestHoldersFaults(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel() // its own etcd; it mostly waits
 	for _, n := range []int{2, 3} {
 		t.Run(fmt.Sprintf("holders-%d", n), func(t *testing.T) {
@@ -165,6 +166,7 @@ func TestHoldersFaults(t *testing.T) {
 // smaller, and leaves the holders alone. /leader answers 200 on every
 // holder.
 func TestHoldersMismatchAndLeaderEndpoint(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel() // its own etcd; it mostly waits
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())

@@ -16,6 +16,7 @@ import (
 // no lease at all. testdata/script/badinput.txtar and command.txtar check
 // more wording; this adds the exit code, the single line and etcd.
 func TestHostileInputLeavesNothing(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	cli := cluster.Client(t)
@@ -97,6 +98,7 @@ func TestHostileInputLeavesNothing(t *testing.T) {
 
 // A huge argument list reaches the child whole.
 func TestHugeArgumentList(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	args := []string{"run", "--endpoints=" + cluster.Endpoints()[0], "--election=huge", "--ttl=2s",
@@ -117,6 +119,7 @@ func TestHugeArgumentList(t *testing.T) {
 // "nothing left" above could not fail, as every case there is refused
 // before etcd is touched.
 func TestFailuresAfterWritingLeaveNothing(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	cli := cluster.Client(t)

@@ -75,6 +75,7 @@ func checkGone(t *testing.T, when string, pids []int) {
 // each reach the escapees, and the successor starts only after they are
 // gone.
 func TestEscapeesGoneBeforeSuccessorStarts(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	for _, fault := range []struct {
 		name        string
@@ -104,6 +105,7 @@ func TestEscapeesGoneBeforeSuccessorStarts(t *testing.T) {
 // The winner's standby keeper, SIGKILLed while it waits for its term: the
 // term still starts its child, under a fresh keeper.
 func TestStandbyKeeperKilledTermStillStarts(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	c1 := e.start("c1", fast, e.probe())
@@ -162,6 +164,7 @@ func isKeeper(cmdline []byte) bool {
 // one of a term; etcdlead installed alone re-executes itself as the keeper,
 // and says so in one debug line per process, not one per keeper.
 func TestKeeperBinaryOrSelfExec(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	alone := filepath.Join(t.TempDir(), "etcdlead")
 	b, err := os.ReadFile(etcdleadBin())
@@ -215,6 +218,7 @@ func checkExe(t *testing.T, what string, pid int, want string) {
 // kills what the keeper left and revokes only once it is gone. Its lease is
 // renewed throughout, so nothing else would stop them.
 func TestKeeperKilledNoDescendantOutlivesRevoke(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	c1 := e.start("c1", fast, e.probe("-escapees"))
@@ -240,6 +244,7 @@ func TestKeeperKilledNoDescendantOutlivesRevoke(t *testing.T) {
 // and once stderr drains the supervisor's lines from the stall arrive, or
 // the count of those it dropped.
 func TestStalledStderrThenPartition(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	p := newProxy(t, cluster.Endpoints()[0])

@@ -81,6 +81,7 @@ func restartMember(t *testing.T, cluster *etcdtest.Cluster, i int, r restart) {
 // waiter waits: whatever streams of theirs the followers carried
 // (renewals, watches), the leader keeps its term.
 func TestRestartedFollowersKeepLeader(t *testing.T) {
+	skipIfShort(t)
 	for _, r := range restarts {
 		t.Run(r.kind, func(t *testing.T) {
 			cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
@@ -107,6 +108,7 @@ func TestRestartedFollowersKeepLeader(t *testing.T) {
 // the stream ends with the member, or goes quiet while it stops, and the
 // renewals must reach another member in time.
 func TestRestartedRenewalMemberKeepsLeader(t *testing.T) {
+	skipIfShort(t)
 	for _, r := range restarts {
 		t.Run(r.kind, func(t *testing.T) {
 			cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
@@ -186,6 +188,7 @@ func defragKeeps(t *testing.T, cluster *etcdtest.Cluster, i int, what string, c1
 // that holds the leader's renewal stream, made the raft leader, then the
 // others. A defragmenting member answers little or nothing until it is done.
 func TestDefragmentedMembersKeepLeader(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
 	bloat(t, cluster.Client(t))
 	e := newEnv(t, cluster.Endpoints())
@@ -206,6 +209,7 @@ func TestDefragmentedMembersKeepLeader(t *testing.T) {
 // any member, so its defrag under writes costs the term once it outlasts
 // the outage tolerance (docs/design.md, the fault table).
 func TestDefragmentedFollowersUnderWritesKeepLeader(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
 	cli := cluster.Client(t)
 	bloat(t, cli)

@@ -92,6 +92,7 @@ func ids(cs []candidateJSON) []string {
 // status shows the queue; resign makes the leader step down by itself and
 // queue again at the back; --id guards against resigning the wrong one.
 func TestStatusAndResign(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	var cs []*candidate
@@ -146,6 +147,7 @@ func TestStatusAndResign(t *testing.T) {
 // A newcomer that arrives while the leader steps down must not overlap with
 // the old child, which here takes its whole kill timeout to die.
 func TestResignWithNewcomerArriving(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	c1 := e.start("c1", slow, e.probe("-ignore-term"))
@@ -166,6 +168,7 @@ func TestResignWithNewcomerArriving(t *testing.T) {
 // --timeout; the successor still waits for its lease, which the frozen
 // leader's keeper outlives only after killing the child.
 func TestResignForce(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel() // it mostly waits: for a lease to end, a freeze, a --wait
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
@@ -187,6 +190,7 @@ func TestResignForce(t *testing.T) {
 // Cron singletons: the same job fired on three machines at about the same
 // time runs once; the others exit 75 at once.
 func TestCronSingleton(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	cron := append(fast, "--election=job", "--once", "--no-wait", "--hold-at-least=5s")
@@ -209,6 +213,7 @@ func TestCronSingleton(t *testing.T) {
 // --hold-at-least for its purpose: a copy fired after the job ended, but
 // within the hold, finds a leader and does not run the job again.
 func TestHoldAtLeastKeepsLateCopyOut(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	cron := append(fast, "--election=job", "--once", "--no-wait", "--hold-at-least=30s")
@@ -228,6 +233,7 @@ func TestHoldAtLeastKeepsLateCopyOut(t *testing.T) {
 }
 
 func TestNoWaitWithoutLeaderRuns(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	c := e.start("solo", append(fast, "--no-wait"), e.probe("-exit", "4"))
@@ -242,6 +248,7 @@ func TestNoWaitWithoutLeaderRuns(t *testing.T) {
 }
 
 func TestOnceExits76WhenLeadershipLost(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	c := e.start("once", append(fast, "--once"), e.probe())
@@ -257,6 +264,7 @@ func TestOnceExits76WhenLeadershipLost(t *testing.T) {
 }
 
 func TestTimeoutExits124(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	c := e.start("slowjob", append(fast, "--timeout=1s"), e.probe())
@@ -267,6 +275,7 @@ func TestTimeoutExits124(t *testing.T) {
 }
 
 func TestRestartPolicies(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	c := e.start("always", append(fast, "--restart=always"), e.probe("-exit", "0"))
@@ -310,6 +319,7 @@ func httpGet(t *testing.T, url string) (int, string) {
 
 // /leader answers 200 on exactly one instance; /healthz on both.
 func TestHTTPStatusEndpoints(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	a1, a2 := freeAddr(t), freeAddr(t)
@@ -345,6 +355,7 @@ func TestHTTPStatusEndpoints(t *testing.T) {
 // WATCHDOG=1 while renewals succeed, and STOPPING=1 when a stop begins,
 // through a socket the test opens.
 func TestSdNotify(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	sock := filepath.Join(t.TempDir(), "notify.sock")
@@ -387,6 +398,7 @@ func TestSdNotify(t *testing.T) {
 // can neither forge rows nor reach the terminal as escape sequences; --json
 // keeps the value itself.
 func TestStatusAndResignEscapeForgedValues(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	cli := cluster.Client(t)

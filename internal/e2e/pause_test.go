@@ -17,6 +17,7 @@ import (
 // lease, a cron line of the election exits at once and writes nothing,
 // and status shows who paused and why, quoted; resume lets one lead.
 func TestPauseStopsTheLeaderAndBlocksEveryone(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	c1, c2 := e.leaderAndWaiter(slow, "-grandchild")

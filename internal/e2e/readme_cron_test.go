@@ -149,6 +149,7 @@ func (e *env) cronFiring(name, command string, first ...string) *candidate {
 // the cause when etcd is out of reach. The cases run in parallel with the
 // rest of the package.
 func TestReadmeCronLineThreeMachines(t *testing.T) {
+	skipIfShort(t)
 	for _, tc := range []struct {
 		name        string
 		jobExit     int    // the job's exit code
@@ -224,6 +225,7 @@ func TestReadmeCronLineThreeMachines(t *testing.T) {
 // recorded, so the late machine exits 0 without running the job and
 // without writing a thing.
 func TestReadmeCronLineLateMachineDoesNotRunAgain(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	clock := t.TempDir()

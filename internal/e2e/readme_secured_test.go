@@ -20,6 +20,7 @@ import (
 // section says, a certificate whose CN is an etcd user stands for user and
 // password.
 func TestReadmeSecuredEtcdSetup(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	p := newPKI(t)
 	cluster, ep := etcdtest.StartTLS(t, etcdtest.Options{},

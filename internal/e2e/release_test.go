@@ -12,6 +12,7 @@ import (
 // packages built from a release, the template unit, reproducibility, and a
 // module build's --version (scripts/releasemain/*_test.go).
 func TestReleaseModule(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel() // it compiles while other tests wait
 	cmd := exec.Command("go", "test", "-count=1", "-v", ".")
 	cmd.Dir = "../../scripts/releasemain"
@@ -34,6 +35,7 @@ func TestReleaseModule(t *testing.T) {
 // It needs root, for the namespace and the cgroups: under CI, which has
 // it, its absence fails the test.
 func TestHardeningDropInKeepsContainment(t *testing.T) {
+	skipIfShort(t)
 	needRoot(t, "the sandbox's mount namespace, and the cgroups,")
 	for _, tool := range []string{"unshare", "setpriv"} {
 		if _, err := exec.LookPath(tool); err != nil {

@@ -86,6 +86,7 @@ func TestThreeCandidatesOneChildThenHandover(t *testing.T) {
 }
 
 func TestExitStatusPassesThrough(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	for _, code := range []int{0, 3} {
@@ -111,6 +112,7 @@ func TestExitStatusPassesThrough(t *testing.T) {
 }
 
 func TestForwardedSignalsReachChild(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	c := e.start("hup", fast, e.probe())
@@ -131,6 +133,7 @@ func TestForwardedSignalsReachChild(t *testing.T) {
 // The TTL is long, so the SIGKILL that ends it can only be the kill
 // timeout's, not the fence's.
 func TestChildIgnoringTermIsKilledAfterKillTimeout(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	c := e.start("stubborn", []string{"--ttl=30s", "--kill-timeout=500ms", "--log-level=debug"}, e.probe("-ignore-term"))
@@ -179,6 +182,7 @@ func TestKill9OfSupervisorStopsChildAndGrandchild(t *testing.T) {
 }
 
 func TestEtcdDownAtStartThenUp(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	m := cluster.Member(0)
 	m.Stop(t)
@@ -194,6 +198,7 @@ func TestEtcdDownAtStartThenUp(t *testing.T) {
 // A stop signal while campaigning ends etcdlead at once with 0, and its
 // queued key and sentinel are revoked with its lease.
 func TestStopWhileCampaigning(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	c1, c2 := e.leaderAndWaiter(fast)
@@ -225,6 +230,7 @@ func TestStopWhileCampaigning(t *testing.T) {
 // A child running `etcdlead run` does not join its parent's election (it
 // would wait for ever behind its own parent).
 func TestNestedRunDoesNotInheritElection(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	nested := append([]string{etcdleadBin(), "run", "--ttl=2s", "--"}, e.probe()...)
@@ -240,6 +246,7 @@ func TestNestedRunDoesNotInheritElection(t *testing.T) {
 // --wait bounds the campaign: with another leader, exit with
 // --conflict-exit-code (75 by default); with etcd unreachable, 125.
 func TestWaitEnds(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel() // it mostly waits: for a lease to end, a freeze, a --wait
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
@@ -272,6 +279,7 @@ func TestWaitEnds(t *testing.T) {
 // leading (three if an answer took longer than 1s and the renewal was sent
 // again), where the default interval, 1s, makes nine or ten.
 func TestRenewIntervalReachesLeader(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	c := e.start("c1", []string{"--ttl=15s", "--renew-interval=4s", "--log-level=trace"}, e.probe())

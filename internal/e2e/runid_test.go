@@ -14,6 +14,7 @@ import (
 // lets the next firing's candidate run it again; the next firing runs.
 // A run id with odd bytes is one line and 125.
 func TestRunIDRunsOncePerFiring(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	cron := func(name, id string, code string, extra ...string) *candidate {

@@ -18,6 +18,7 @@ import (
 // TestScripts runs the CLI scripts in testdata/script against the built
 // binary and one real etcd; each script gets a prefix of its own.
 func TestScripts(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	var n atomic.Int64
 	testscript.Run(t, testscript.Params{

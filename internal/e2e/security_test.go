@@ -136,6 +136,7 @@ func newPKI(t *testing.T) pki {
 // etcd over https, with the server's certificate only: --cacert suffices;
 // a wrong CA is one clear line and 125, at once.
 func TestTLSServerCertificate(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	p := newPKI(t)
 	cluster, ep := etcdtest.StartTLS(t, etcdtest.Options{}, etcdtest.TLS{CertFile: p.server, KeyFile: p.serverKey})
@@ -170,6 +171,7 @@ func TestTLSServerCertificate(t *testing.T) {
 // certificate, one from a CA etcd does not trust, or an expired one is one
 // clear line and 125.
 func TestTLSClientCertificate(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	p := newPKI(t)
 	cluster, ep := etcdtest.StartTLS(t, etcdtest.Options{},
@@ -211,6 +213,7 @@ func TestTLSClientCertificate(t *testing.T) {
 
 // etcd whose own certificate has expired: one clear line and 125, at once.
 func TestTLSExpiredServerCertificate(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	p := newPKI(t)
 	cluster, ep := etcdtest.StartTLS(t, etcdtest.Options{}, etcdtest.TLS{CertFile: p.expiredServer, KeyFile: p.expiredSrvKey})

@@ -10,6 +10,7 @@ import (
 // of the fence point, so neither a fence nor a failed renewal may show, and
 // the waiter, behind a fast link, must not start.
 func TestSlowLinkKeepsLeader(t *testing.T) {
+	skipIfShort(t)
 	// Not in parallel: at a round trip of TTL/2 the arithmetic leaves the
 	// leader little slack (T - K - m - r - RTT), which the scheduling of a
 	// machine busy with other tests could take.
@@ -36,6 +37,7 @@ func TestSlowLinkKeepsLeader(t *testing.T) {
 // waiter starts only then (had it started earlier, the probe would have
 // said OVERLAP and never "ready").
 func TestSlowerLinkThanTTLFences(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	_, e, p, c1, c2 := leaderPair(t, fast)
 	p.Delay(1500 * time.Millisecond) // a round trip of 3s, over the TTL of 2s

@@ -52,6 +52,7 @@ func renewalPair(t *testing.T, cluster *etcdtest.Cluster, e *env, flags []string
 // member in time, so neither its fence nor a lost lease may show, and the
 // waiter must not start.
 func TestFrozenFollowerKeepsLeader(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
 	e := newEnv(t, cluster.Endpoints())
 	// The raft leadership is moved off the stream's member: this test is
@@ -154,6 +155,7 @@ func handoffGap(t *testing.T, c1, c2 *candidate) time.Duration {
 // follower: the raft leadership is moved off it, as this is a stalled
 // member, not an etcd election.
 func TestHandoffDuringFrozenMember(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
 	e := newEnv(t, cluster.Endpoints())
 	c1, c2, frozen := frozenWaiterStream(t, cluster, e)
@@ -187,6 +189,7 @@ func TestHandoffDuringFrozenMember(t *testing.T) {
 // cluster, until one costs the leader its term; a leader that keeps its
 // term through all three meets the target too.
 func TestFrozenRaftLeaderLeaderlessBriefly(t *testing.T) {
+	skipIfShort(t)
 	const ttl = 2 * time.Second
 	for round := 1; round <= 3; round++ {
 		if gap, lost := frozenRaftLeaderRound(t); lost {
@@ -226,6 +229,7 @@ func frozenRaftLeaderRound(t *testing.T) (gap time.Duration, lost bool) {
 // resumes, leases that a newer raft leader renewed, which is the bounded
 // case of docs/design.md ("What stays bounded"), not this one.
 func TestFrozenRaftLeaderKeepsLeaderAtDefaultTTL(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
 	e := newEnv(t, cluster.Endpoints())
 	flags := []string{"--log-level=debug"} // the default TTL, 15 s

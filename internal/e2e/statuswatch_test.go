@@ -111,6 +111,7 @@ func checkWatchSchema(t *testing.T, line string) {
 // on the way. Every line has the schema; no line repeats the state before
 // it; SIGTERM ends the stream with 0.
 func TestStatusWatchJSON(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel() // its own etcd; it mostly waits
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
@@ -196,6 +197,7 @@ func joinElection(t *testing.T, c *clientv3.Client, l campaign.Layout, id string
 // after. A leader whose predecessor's lease still lives is shown waiting
 // for it. SIGINT ends the stream with 0.
 func TestStatusWatchThroughRestart(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel() // its own etcd; it mostly waits
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
@@ -259,6 +261,7 @@ func TestStatusWatchThroughRestart(t *testing.T) {
 // prints; a user whose role covers just the election's two prefixes
 // (docs/security.md) may follow it.
 func TestStatusWatchRefusals(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel() // its own etcd; it mostly waits
 	cluster, _ := startAuthEtcd(t)
 	ep := "--endpoints=" + cluster.Endpoints()[0]
@@ -290,6 +293,7 @@ func TestStatusWatchRefusals(t *testing.T) {
 // raft leader: the stream must say etcd does not answer, not go silent,
 // and go on once the quorum is back.
 func TestStatusWatchNoQuorum(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel() // its own etcd; it mostly waits
 	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
 	ms := cluster.Members()
@@ -315,6 +319,7 @@ func TestStatusWatchNoQuorum(t *testing.T) {
 // A reader that stops reading (`| head -1`) ends the stream at the next
 // change, quietly and with 0.
 func TestStatusWatchReaderGone(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel() // its own etcd; it mostly waits
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
@@ -353,6 +358,7 @@ func TestStatusWatchReaderGone(t *testing.T) {
 // written on the stream: each leader's id that has the shape of host:port comes out
 // as one line, and a forged id with a newline in it does not.
 func TestStatusWatchReadmeExample(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel() // its own etcd; it mostly waits
 	if _, err := exec.LookPath("jq"); err != nil {
 		t.Skip("jq is missing (apt-get install jq): docs/operating.md's example is not run")
@@ -434,6 +440,7 @@ func docWatchPipeline(t *testing.T) string {
 // A certificate etcd's does not verify against is a refusal too: 125 at
 // once, with status's line.
 func TestStatusWatchTLSRefusal(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel() // its own etcd; it mostly waits
 	p := newPKI(t)
 	_, ep := etcdtest.StartTLS(t, etcdtest.Options{}, etcdtest.TLS{CertFile: p.server, KeyFile: p.serverKey})
@@ -449,6 +456,7 @@ func TestStatusWatchTLSRefusal(t *testing.T) {
 // --log-format json, as every stderr line then is) and prints the first
 // state when etcd comes.
 func TestStatusWatchStartsWithoutEtcd(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel() // its own etcd; it mostly waits
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	cluster.Member(0).Stop(t)

@@ -444,6 +444,7 @@ func sweepRound(t *testing.T, election string, fresh func(*env) *candidate, ownE
 // 3-member etcd: 10 with the sweep done by hand, then up to 4 with the
 // raft leader member frozen for 5 x TTL, until one sweeps (sweepRounds).
 func TestSweepFreshCandidate(t *testing.T) {
+	skipIfShort(t)
 	const election = "swept"
 	sweepRounds(t, election, func(e *env) *candidate {
 		return e.start("c3", sweepFlags(election), e.probe())
@@ -455,6 +456,7 @@ func TestSweepFreshCandidate(t *testing.T) {
 // child. c1 and c2 run in the line's election; the line runs as cron runs
 // it (cronFiring), its job the probe.
 func TestSweepCronLine(t *testing.T) {
+	skipIfShort(t)
 	var election string
 	for _, f := range readmeCronFlags(t) {
 		if v, ok := strings.CutPrefix(f, "--election="); ok {
@@ -480,6 +482,7 @@ func TestSweepCronLine(t *testing.T) {
 // revision and can only read that c1's keys are gone, not how they went.
 // c2 must not start its child while c1's runs.
 func TestSweepWatchBroken(t *testing.T) {
+	skipIfShort(t)
 	const election = "compacted"
 	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
 	e := newEnv(t, cluster.Endpoints())
@@ -553,6 +556,7 @@ func TestSweepWatchBroken(t *testing.T) {
 // B sees only W's term go; it must not start before A's child is gone,
 // nor may W, campaigning again.
 func TestSweepTwoTerms(t *testing.T) {
+	skipIfShort(t)
 	const election = "two"
 	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3})
 	e := newEnv(t, cluster.Endpoints())

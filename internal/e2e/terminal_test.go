@@ -43,6 +43,7 @@ func openPTY(t *testing.T) (master, tty *os.File) {
 // reaches the child, which has the terminal's foreground; etcdlead then
 // ends with 130 rather than start the command again.
 func TestCtrlCOnTerminalEndsRestartAlways(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	e := newEnv(t, cluster.Endpoints())
 	master, tty := openPTY(t)

@@ -48,6 +48,7 @@ func blackhole(t *testing.T) string {
 // plain text and over TLS (where the handshake never ends): retried, each
 // attempt bounded by --dial-timeout, until --wait ends; then 125.
 func TestUnreachableRetriedUntilWaitEnds(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel() // it mostly waits: for a lease to end, a freeze, a --wait
 	const dial, wait = 500 * time.Millisecond, 2500 * time.Millisecond
 	ca := testcert.NewAuthority(t, "ca").WriteCA(t, t.TempDir(), "ca.pem")
@@ -82,6 +83,7 @@ func TestUnreachableRetriedUntilWaitEnds(t *testing.T) {
 // Without --wait, etcdlead keeps trying a silent endpoint, one bounded
 // attempt after another, and a stop signal ends it at once.
 func TestUnreachableAttemptsAreBounded(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	const dial = 500 * time.Millisecond
 	e := newEnv(t, []string{blackhole(t)})

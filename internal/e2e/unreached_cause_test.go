@@ -11,6 +11,7 @@ import (
 // port): status, resign and run say so, and where, instead of "context
 // deadline exceeded".
 func TestWrongPortHTTPServerNamed(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "not etcd", http.StatusNotFound)

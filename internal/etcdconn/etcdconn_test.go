@@ -31,6 +31,16 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
+// skipIfShort leaves a test to the full suite under go test -short, which
+// keeps authentication and TLS on real etcd: the refusals beside a serving
+// or a stopped etcd run in the full suite only.
+func skipIfShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("slow: runs in the full suite (go test -race -p 1 ./...)")
+	}
+}
+
 // startAuthEtcd starts etcd with auth enabled and a user alice who may
 // read and write the keys of election "reports" under etcdlead/ only.
 func startAuthEtcd(t *testing.T) *etcdtest.Cluster {

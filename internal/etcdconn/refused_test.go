@@ -50,6 +50,7 @@ func TestRefusedAtOnce(t *testing.T) {
 // One endpoint that accepts keeps the request waiting for it: only when
 // every endpoint refuses is the refusal known.
 func TestRefusedOnlyWhenEveryEndpointRefuses(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	cli := newClient(t, Config{Endpoints: append([]string{closedPort(t)}, cluster.Endpoints()...), DialTimeout: safety})
 	for range 3 {
@@ -62,6 +63,7 @@ func TestRefusedOnlyWhenEveryEndpointRefuses(t *testing.T) {
 // Once etcd has answered, a refused connection is etcd restarting: a
 // request waits for it until its bound, as a renewal must (campaign).
 func TestRefusedAfterContactWaits(t *testing.T) {
+	skipIfShort(t)
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	cli := newClient(t, Config{Endpoints: cluster.Endpoints(), DialTimeout: safety})
 	if _, err := cli.Get(ctxT(t), "x"); err != nil {

@@ -42,6 +42,7 @@ func (o *observer) Front(string) {}
 // etcd. Under the old rule the first failed renewal made it 503 at once,
 // saying "etcd not reached within one TTL" a fraction of a TTL in.
 func TestHealthWithEtcdFrozen(t *testing.T) {
+	skipIfShort(t)
 	const ttl = 3 * time.Second
 	cluster := etcdtest.Start(t, etcdtest.Options{})
 	layout, err := campaign.NewLayout("ops/", "frozen")

@@ -26,6 +26,15 @@ func get(t *testing.T, h http.Handler, path string) (int, string) {
 	return rec.Code, rec.Body.String()
 }
 
+// skipIfShort leaves a test to the full suite under go test -short: here,
+// the one that freezes etcd for a TTL.
+func skipIfShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("slow: runs in the full suite (go test -race -p 1 ./...)")
+	}
+}
+
 // /leader answers 200 only while a term is held and its child runs.
 func TestLeaderOnlyWhileChildRuns(t *testing.T) {
 	m := New("jobs", "c1", "v1.2.3", 10*time.Second, nil)

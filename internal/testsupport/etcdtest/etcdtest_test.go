@@ -37,6 +37,16 @@ func putGet(t *testing.T, endpoints []string, key, val string) {
 	}
 }
 
+// skipIfShort leaves a test to the full suite under go test -short, which
+// keeps the one-member tests: the three-member clusters run in the full
+// suite only.
+func skipIfShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("slow: runs in the full suite (go test -race -p 1 ./...)")
+	}
+}
+
 func TestSingleMember(t *testing.T) {
 	t.Parallel()
 	c := etcdtest.Start(t, etcdtest.Options{})
@@ -69,6 +79,7 @@ func TestSingleMember(t *testing.T) {
 }
 
 func TestThreeMembersSurviveLeaderLoss(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	c := etcdtest.Start(t, etcdtest.Options{Members: 3})
 	putGet(t, c.Endpoints(), "k", "before")
@@ -103,6 +114,7 @@ func TestThreeMembersSurviveLeaderLoss(t *testing.T) {
 }
 
 func TestRestartAllAfterQuorumLoss(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	c := etcdtest.Start(t, etcdtest.Options{Members: 3})
 	putGet(t, c.Endpoints(), "k", "v")
@@ -156,6 +168,7 @@ func TestDefrag(t *testing.T) {
 // hands the raft leadership where asked; a frozen member answers nothing
 // until thawed; OpenStreams counts a stream while it is open.
 func TestMemberFaultHelpers(t *testing.T) {
+	skipIfShort(t)
 	t.Parallel()
 	c := etcdtest.Start(t, etcdtest.Options{Members: 3})
 
