@@ -793,3 +793,54 @@ func TestHookLabelsTheLeader(t *testing.T) {
 		}
 	}
 }
+
+// The excerpts docs/containers.md shows of these files are theirs: every
+// line of its YAML blocks is a line of a manifest, and each patch of its
+// shell block is the hook's.
+func TestDocsQuoteTheManifests(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "containers.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(data), "\n## In Kubernetes\n")
+	if !ok {
+		t.Fatal(`docs/containers.md has no "## In Kubernetes"`)
+	}
+	comment := regexp.MustCompile(`\s+#\s.*$`)
+	norm := func(l string) string { return strings.TrimSpace(comment.ReplaceAllString(l, "")) }
+	var lines []string
+	files, _ := filepath.Glob("*.yaml")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			lines = append(lines, norm(l))
+		}
+	}
+	_, script := hook(t, load(t))
+	quoted := 0
+	lang := ""
+	for _, l := range strings.Split(section, "\n") {
+		switch {
+		case strings.HasPrefix(l, "```"):
+			lang = strings.TrimPrefix(l, "```")
+			continue
+		case lang == "yaml" && norm(l) != "" && norm(l) != "...":
+			if !slices.Contains(lines, norm(l)) {
+				t.Errorf("docs/containers.md shows %q, which no manifest has", norm(l))
+			}
+			quoted++
+		case lang == "sh" && strings.HasPrefix(norm(l), "patch="):
+			p, _, _ := strings.Cut(norm(l), " ;;")
+			if !strings.Contains(script, p) {
+				t.Errorf("docs/containers.md shows %q, which the hook does not", p)
+			}
+			quoted++
+		}
+	}
+	if quoted == 0 {
+		t.Error("docs/containers.md quotes no manifest")
+	}
+}
