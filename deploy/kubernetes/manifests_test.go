@@ -1,6 +1,8 @@
 // Package kubernetes_test holds the example manifests of this directory to
 // the Kubernetes API types and to what docs/containers.md says of them. It
-// is a package of its own so that only its test binary carries k8s.io/api.
+// is a module of its own, so that k8s.io/api and what it requires stay out
+// of etcdlead's go.mod and the etcd it builds; internal/e2e/deploy_test.go
+// runs it with the suite.
 package kubernetes_test
 
 import (
@@ -25,8 +27,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
-
-	"github.com/etcdlead/etcdlead/campaign"
 )
 
 // kinds are the types the manifests may hold; any other kind is refused,
@@ -465,6 +465,25 @@ var pending = map[string]bool{
 	"ETCDLEAD_NOTIFY": true, "ETCDLEAD_NOTIFY_TIMEOUT": true,
 }
 
+// defaultKillTimeout is --kill-timeout's default, as the help text of
+// `etcdlead run` gives it.
+func defaultKillTimeout(t *testing.T) time.Duration {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "internal", "cli", "testdata", "help", "run.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`--kill-timeout DURATION[^(]*\(default\s+([0-9a-z.]+)`).FindSubmatch(data)
+	if m == nil {
+		t.Fatal("the help text of etcdlead run gives no default for --kill-timeout")
+	}
+	d, err := time.ParseDuration(string(m[1]))
+	if err != nil {
+		t.Fatalf("--kill-timeout's default %q: %v", m[1], err)
+	}
+	return d
+}
+
 // runOptions are the options and variables of `etcdlead run`, read from
 // the help text internal/cli's TestHelp holds to the CLI's definition.
 func runOptions(t *testing.T) map[string]bool {
@@ -585,7 +604,7 @@ func TestGraceOutlastsKillTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Unset, it is the default, or less where the TTL is short.
-	kill := campaign.DefaultKillTimeout
+	kill := defaultKillTimeout(t)
 	if v, ok := optionValue(opts, c.Env, "--kill-timeout", "ETCDLEAD_KILL_TIMEOUT"); ok {
 		if kill, err = time.ParseDuration(v); err != nil {
 			t.Fatal(err)
