@@ -11,6 +11,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlead/etcdlead/internal/etcdwire"
 )
 
 // startReadPage is how many keys below its own a start read reads at first with one
@@ -245,7 +247,7 @@ func (t *Term) enqueue(ctx context.Context) (view, error) {
 	if err != nil {
 		return view{}, fmt.Errorf("campaign transaction: %w", err)
 	}
-	t.c.renewals.seeTerm(resp.Header)
+	t.c.renewals.SeeHeader(resp.Header)
 	rs := resp.Responses[len(resp.Responses)-len(reads):]
 	queue, sentinels, records := rs[0].GetResponseRange().Kvs, rs[1].GetResponseRange().Kvs, rs[2].GetResponseRange().Kvs
 	own := func(kvs []*mvccpb.KeyValue, key string, lease clientv3.LeaseID) *mvccpb.KeyValue {
@@ -454,7 +456,7 @@ func (t *Term) waitEvent(ctx context.Context, v view) error {
 		progress = tick.C
 	}
 	for {
-		var w watched
+		var w etcdwire.Watched
 		select {
 		case w = <-ws:
 		case <-progress:
@@ -465,15 +467,15 @@ func (t *Term) waitEvent(ctx context.Context, v view) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if !w.ok {
+		if !w.OK {
 			return nil
 		}
-		if err := w.resp.Err(); err != nil {
+		if err := w.Resp.Err(); err != nil {
 			t.c.log.Debug("predecessor watch interrupted; looking again", "error", err)
 			return nil
 		}
-		if slices.ContainsFunc(w.resp.Events, ts[w.i].moved) {
-			t.c.log.Debug("predecessor moved; looking again", "key", keys[w.i])
+		if slices.ContainsFunc(w.Resp.Events, ts[w.I].moved) {
+			t.c.log.Debug("predecessor moved; looking again", "key", keys[w.I])
 			return nil
 		}
 	}
@@ -520,7 +522,7 @@ func (t *Term) startRead(ctx context.Context) (view, error) {
 	}
 	var r read
 	err := retry(ctx, func() (err error) {
-		r, err = hedged(ctx, quietAfter(t.TTL), func(ctx context.Context) (read, error) {
+		r, err = etcdwire.Hedged(ctx, quietAfter(t.TTL), func(ctx context.Context) (read, error) {
 			var x read
 			err := t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) error {
 				limit := clientv3.WithLimit(int64(startReadPage + n - 1))
@@ -534,7 +536,7 @@ func (t *Term) startRead(ctx context.Context) (view, error) {
 				if err != nil {
 					return err
 				}
-				t.c.renewals.seeTerm(resp.Header)
+				t.c.renewals.SeeHeader(resp.Header)
 				x = read{v: view{rev: resp.Header.Revision, n: n}, mine: resp.Succeeded}
 				if !x.mine {
 					return nil
@@ -658,7 +660,7 @@ func (t *Term) waitErr(ctx context.Context, errs ...error) error {
 	if cause := context.Cause(t.ctx); cause != nil && cause != errRevoked {
 		return cause
 	}
-	if err := t.c.answers.failing(); err != nil {
+	if err := t.c.answers.Failing(); err != nil {
 		return fmt.Errorf("%w: %w", ErrUnreachable, err)
 	}
 	return fmt.Errorf("%w: %w", ErrNotLeader, ctx.Err())

@@ -10,6 +10,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlead/etcdlead/internal/etcdwire"
 )
 
 // Config describes one candidate. Client, Layout, ID, TTL and Now are
@@ -83,8 +85,8 @@ type Observer interface {
 type Campaigner struct {
 	cfg      Config
 	log      hclog.Logger
-	answers  reachability
-	renewals *renewals // shared by every Campaigner on cfg.Client
+	answers  etcdwire.Reachability
+	renewals *etcdwire.Renewals // shared by every Campaigner on cfg.Client
 	clearer  clearer
 	// paused is set when a term ended on the election's pause: the next
 	// campaign waits for the resume first (awaitResume).
@@ -127,18 +129,18 @@ func New(cfg Config) (*Campaigner, error) {
 	if cfg.LeaseWaitLog <= 0 {
 		cfg.LeaseWaitLog = 5 * time.Second
 	}
-	c := &Campaigner{cfg: cfg, log: cfg.Logger, renewals: renewalsOf(cfg.Client)}
+	c := &Campaigner{cfg: cfg, log: cfg.Logger, renewals: etcdwire.RenewalsOf(cfg.Client)}
 	c.clearer = clearer{
 		cli: cfg.Client,
 		req: func(ctx context.Context, f func(context.Context) error) error {
-			_, err := hedged(ctx, quietAfter(cfg.TTL), func(ctx context.Context) (struct{}, error) {
+			_, err := etcdwire.Hedged(ctx, quietAfter(cfg.TTL), func(ctx context.Context) (struct{}, error) {
 				return struct{}{}, c.request(ctx, cfg.RequestTimeout, f)
 			})
 			return err
 		},
 		now: cfg.Now, log: cfg.Logger,
 		margin: cfg.FenceMargin, ttl: cfg.TTL,
-		see: c.renewals.seeTerm, known: c.knownTerm,
+		see: c.renewals.SeeHeader, known: c.knownTerm,
 		waiting: func() {
 			if o := cfg.Observer; o != nil {
 				o.BarrierWait()
@@ -276,7 +278,7 @@ func (c *Campaigner) grant(ctx context.Context) (*Term, error) {
 	if err != nil {
 		return nil, fmt.Errorf("grant lease: %w", err)
 	}
-	c.renewals.seeTerm(resp.ResponseHeader)
+	c.renewals.SeeHeader(resp.ResponseHeader)
 	l := c.cfg.Layout
 	t := &Term{
 		c:        c,
@@ -301,7 +303,7 @@ func (c *Campaigner) grant(ctx context.Context) (*Term, error) {
 func (c *Campaigner) request(ctx context.Context, timeout time.Duration, f func(context.Context) error) error {
 	rctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), timeout)
 	defer cancel()
-	done := c.answers.begin()
+	done := c.answers.Begin()
 	err := f(rctx)
 	done(ctx, err)
 	return err

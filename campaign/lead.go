@@ -98,7 +98,7 @@ func (t *Term) renewLoop(ctx context.Context, onRenew func(time.Duration)) error
 	// is due): the tick then follows it within r, as every tick follows
 	// the one before.
 	now := t.c.cfg.Now()
-	tick, next, unsubscribe := t.c.renewals.beatOf(r, t.c.cfg.Now).subscribe()
+	tick, next, unsubscribe := t.c.renewals.Beat(r, t.c.cfg.Now).Subscribe()
 	defer unsubscribe()
 	var early <-chan time.Time
 	var t1 *bootclock.Ticker
