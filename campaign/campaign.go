@@ -202,6 +202,22 @@ func (c *Campaigner) Campaign(ctx context.Context) (_ *Term, err error) {
 	if c.cfg.NoWait && v.blocked() {
 		return nil, fmt.Errorf("%w: %s", ErrNotLeader, v.ahead())
 	}
+	if err := t.pass(ctx, v); err != nil {
+		return nil, err
+	}
+	ok = true
+	if c.holders() > 1 {
+		c.log.Info("elected", "key", t.Key, "rev", t.Rev, "slot", t.Slot, "slot_rev", t.SlotRev, "holders", c.holders())
+	} else {
+		c.log.Info("elected", "key", t.Key, "rev", t.Rev)
+	}
+	return t, nil
+}
+
+// pass takes an enqueued term through steps 3 to 7: its guard, the wait
+// behind the terms ahead (v), a slot with N holders, the run id, and the
+// confirmation.
+func (t *Term) pass(ctx context.Context, v view) error {
 	t.guard(t.Rev)
 	// The wait ends with the term: a deleted own key, a resign request.
 	// The renewals while waiting end with the wait, before Campaign returns
@@ -217,28 +233,19 @@ func (c *Campaigner) Campaign(ctx context.Context) (_ *Term, err error) {
 	renewing.Go(func() { t.renewWhileWaiting(wctx) })
 	if !v.clear() {
 		if err := t.wait(wctx, v); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	t.SlotRev = t.Rev
-	if c.holders() > 1 {
+	if t.c.holders() > 1 {
 		if err := t.takeSlot(wctx); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := t.recordRun(wctx); err != nil {
-		return nil, err
+		return err
 	}
-	if err := t.confirm(wctx); err != nil {
-		return nil, err
-	}
-	ok = true
-	if c.holders() > 1 {
-		c.log.Info("elected", "key", t.Key, "rev", t.Rev, "slot", t.Slot, "slot_rev", t.SlotRev, "holders", c.holders())
-	} else {
-		c.log.Info("elected", "key", t.Key, "rev", t.Rev)
-	}
-	return t, nil
+	return t.confirm(wctx)
 }
 
 // sleep waits for d, or until ctx ends (false). It waits on the monotonic

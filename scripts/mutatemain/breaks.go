@@ -161,8 +161,8 @@ var breaks = []breakage{
 	{
 		name: "slot: no record changed since the read", file: "campaign/slot.go",
 		why: "a slot taken between the read and the create, its key then deleted by hand, is taken again",
-		old: "\t\t\t\t\t\tclientv3.Compare(clientv3.ModRevision(l.RecordPrefix()), \"<\", rev+1).WithPrefix())...).",
-		new: "\t\t\t\t\t\tclientv3.Compare(clientv3.CreateRevision(key), \"=\", 0))...).",
+		old: "\t\t\t\t\tclientv3.Compare(clientv3.ModRevision(l.RecordPrefix()), \"<\", rev+1).WithPrefix())...).",
+		new: "\t\t\t\t\tclientv3.Compare(clientv3.CreateRevision(key), \"=\", 0))...).",
 		pkg: "./campaign", tests: "^TestHoldersBounds$",
 	},
 	{
@@ -301,8 +301,8 @@ var breaks = []breakage{
 	{
 		name: "renewal: attempts live until the fence point", file: "campaign/lead.go",
 		why: "each attempt gives up after the renewal interval, so behind a round trip longer than that no answer counts and the fence fires while etcd renews",
-		old: "\t\t\tbound, ahead = t.TTL, true\n",
-		new: "\t\t\tbound, ahead = r, true\n",
+		old: "\t\tbound, rn.ahead = rn.t.TTL, true\n",
+		new: "\t\tbound, rn.ahead = rn.r, true\n",
 		pkg: "./campaign", tests: "^TestRenewals$",
 	},
 	{
@@ -364,8 +364,8 @@ var breaks = []breakage{
 	{
 		name: "renew interval: sent again once quiet", file: "campaign/lead.go",
 		why: "a leader with a long --renew-interval sends its next attempt only a tick later, so a renewal stream on a frozen member costs it its term",
-		old: "\t\tif r > q {\n\t\t\tretry = time.After(q)\n",
-		new: "\t\tif false {\n\t\t\tretry = time.After(q)\n",
+		old: "\tif rn.r > rn.q {\n\t\trn.retry = time.After(rn.q)\n",
+		new: "\tif false {\n\t\trn.retry = time.After(rn.q)\n",
 		pkg: "./campaign", tests: "^TestRenewIntervalGiven$",
 	},
 	{
