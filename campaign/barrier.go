@@ -11,6 +11,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlead/etcdlead/internal/etcdwire"
 )
 
 // startReadPage is how many keys below its own a start read reads at first with one
@@ -227,36 +229,14 @@ func (t *Term) enqueue(ctx context.Context) (view, error) {
 		clientv3.OpGet(l.RecordPrefix(), sorted...),
 		clientv3.OpGet(l.ResignKey(), clientv3.WithKeysOnly()), clientv3.OpGet(l.PauseKey(), clientv3.WithKeysOnly())}
 	reads = append(reads, t.c.readRun()...)
-	var resp *clientv3.TxnResponse
-	err := t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) (err error) {
-		resp, err = t.c.cfg.Client.Txn(rctx).
-			If(clientv3.Compare(clientv3.CreateRevision(t.Key), "=", 0),
-				clientv3.Compare(clientv3.CreateRevision(t.Sentinel), "=", 0),
-				clientv3.Compare(clientv3.CreateRevision(t.Record), "=", 0)).
-			Then(append([]clientv3.Op{clientv3.OpPut(t.Key, t.c.cfg.ID, clientv3.WithLease(t.Lease)),
-				clientv3.OpPut(t.Sentinel, SentinelValue(t.Key, t.c.holders(), -1), clientv3.WithLease(t.Lease)),
-				clientv3.OpPut(t.Record, t.rec.value())}, reads...)...).
-			// Else: an earlier attempt of this very transaction committed
-			// but its answer was lost; the keys are ours all the same.
-			Else(reads...).
-			Commit()
-		return err
-	})
+	resp, err := t.create(ctx, reads)
 	if err != nil {
 		return view{}, fmt.Errorf("campaign transaction: %w", err)
 	}
-	t.c.renewals.seeTerm(resp.Header)
+	t.c.renewals.SeeHeader(resp.Header)
 	rs := resp.Responses[len(resp.Responses)-len(reads):]
 	queue, sentinels, records := rs[0].GetResponseRange().Kvs, rs[1].GetResponseRange().Kvs, rs[2].GetResponseRange().Kvs
-	own := func(kvs []*mvccpb.KeyValue, key string, lease clientv3.LeaseID) *mvccpb.KeyValue {
-		for _, kv := range kvs {
-			if string(kv.Key) == key && clientv3.LeaseID(kv.Lease) == lease {
-				return kv
-			}
-		}
-		return nil
-	}
-	k, s, r := own(queue, t.Key, t.Lease), own(sentinels, t.Sentinel, t.Lease), own(records, t.Record, 0)
+	k, s, r := ownKey(queue, t.Key, t.Lease), ownKey(sentinels, t.Sentinel, t.Lease), ownKey(records, t.Record, 0)
 	if k == nil || s == nil || r == nil || k.CreateRevision != s.CreateRevision || k.CreateRevision != r.CreateRevision {
 		return view{}, fmt.Errorf("campaign transaction: %w", ErrKeyDeleted)
 	}
@@ -275,6 +255,36 @@ func (t *Term) enqueue(ctx context.Context) (view, error) {
 	v := view{rev: resp.Header.Revision, n: t.c.holders()}
 	v.scan(l, below(queue, t.Rev), below(sentinels, t.Rev), below(records, t.Rev))
 	return v, nil
+}
+
+// create is enqueue's transaction: the three keys, each only if absent,
+// then reads.
+func (t *Term) create(ctx context.Context, reads []clientv3.Op) (resp *clientv3.TxnResponse, err error) {
+	err = t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) (err error) {
+		resp, err = t.c.cfg.Client.Txn(rctx).
+			If(clientv3.Compare(clientv3.CreateRevision(t.Key), "=", 0),
+				clientv3.Compare(clientv3.CreateRevision(t.Sentinel), "=", 0),
+				clientv3.Compare(clientv3.CreateRevision(t.Record), "=", 0)).
+			Then(append([]clientv3.Op{clientv3.OpPut(t.Key, t.c.cfg.ID, clientv3.WithLease(t.Lease)),
+				clientv3.OpPut(t.Sentinel, SentinelValue(t.Key, t.c.holders(), -1), clientv3.WithLease(t.Lease)),
+				clientv3.OpPut(t.Record, t.rec.value())}, reads...)...).
+			// Else: an earlier attempt of this very transaction committed
+			// but its answer was lost; the keys are ours all the same.
+			Else(reads...).
+			Commit()
+		return err
+	})
+	return resp, err
+}
+
+// ownKey is key among kvs, if it is on lease.
+func ownKey(kvs []*mvccpb.KeyValue, key string, lease clientv3.LeaseID) *mvccpb.KeyValue {
+	for _, kv := range kvs {
+		if string(kv.Key) == key && clientv3.LeaseID(kv.Lease) == lease {
+			return kv
+		}
+	}
+	return nil
 }
 
 // agree checks that every other live term in the election was started
@@ -454,7 +464,7 @@ func (t *Term) waitEvent(ctx context.Context, v view) error {
 		progress = tick.C
 	}
 	for {
-		var w watched
+		var w etcdwire.Watched
 		select {
 		case w = <-ws:
 		case <-progress:
@@ -465,15 +475,15 @@ func (t *Term) waitEvent(ctx context.Context, v view) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if !w.ok {
+		if !w.OK {
 			return nil
 		}
-		if err := w.resp.Err(); err != nil {
+		if err := w.Resp.Err(); err != nil {
 			t.c.log.Debug("predecessor watch interrupted; looking again", "error", err)
 			return nil
 		}
-		if slices.ContainsFunc(w.resp.Events, ts[w.i].moved) {
-			t.c.log.Debug("predecessor moved; looking again", "key", keys[w.i])
+		if slices.ContainsFunc(w.Resp.Events, ts[w.I].moved) {
+			t.c.log.Debug("predecessor moved; looking again", "key", keys[w.I])
 			return nil
 		}
 	}
@@ -507,52 +517,9 @@ func (t *Term) logLeaseLeft(ctx context.Context, id clientv3.LeaseID) {
 // ErrKeyDeleted when the own keys are not intact, ErrPaused when the
 // election is paused, or ErrRunDone when every slot ran the run id.
 func (t *Term) startRead(ctx context.Context) (view, error) {
-	l := t.c.cfg.Layout
-	older := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithMaxCreateRev(t.Rev - 1),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend)}
-	keysOnly := append(slices.Clip(older), clientv3.WithKeysOnly())
-	n := t.c.holders()
-	type read struct {
-		v     view
-		mine  bool
-		pause int64 // the pause's revision, if the read found one
-		done  error // the run id is recorded (ErrRunDone)
-	}
-	var r read
+	var r startReading
 	err := retry(ctx, func() (err error) {
-		r, err = hedged(ctx, quietAfter(t.TTL), func(ctx context.Context) (read, error) {
-			var x read
-			err := t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) error {
-				limit := clientv3.WithLimit(int64(startReadPage + n - 1))
-				resp, err := t.c.cfg.Client.Txn(rctx).
-					If(t.intact()...).
-					Then(append([]clientv3.Op{clientv3.OpGet(l.QueuePrefix(), append(slices.Clip(keysOnly), limit)...),
-						clientv3.OpGet(l.SentinelPrefix(), append(slices.Clip(keysOnly), limit)...),
-						clientv3.OpGet(l.RecordPrefix(), append(slices.Clip(older), limit)...),
-						clientv3.OpGet(l.PauseKey(), clientv3.WithKeysOnly())}, t.c.readRun()...)...).
-					Commit()
-				if err != nil {
-					return err
-				}
-				t.c.renewals.seeTerm(resp.Header)
-				x = read{v: view{rev: resp.Header.Revision, n: n}, mine: resp.Succeeded}
-				if !x.mine {
-					return nil
-				}
-				if p := resp.Responses[3].GetResponseRange().Kvs; len(p) > 0 {
-					x.pause = p[0].ModRevision
-					return nil
-				}
-				if len(resp.Responses) > 4 {
-					if x.done = t.c.checkRun(resp.Responses[4].GetResponseRange().Kvs); x.done != nil {
-						return nil
-					}
-				}
-				pages := []*pb.RangeResponse{resp.Responses[0].GetResponseRange(), resp.Responses[1].GetResponseRange(), resp.Responses[2].GetResponseRange()}
-				return t.readOn(rctx, &x.v, pages, keysOnly, older)
-			})
-			return x, err
-		})
+		r, err = etcdwire.Hedged(ctx, quietAfter(t.TTL), t.readStart)
 		return err
 	})
 	v := r.v
@@ -566,6 +533,55 @@ func (t *Term) startRead(ctx context.Context) (view, error) {
 		err = r.done
 	}
 	return v, err
+}
+
+// startReading is what one start read found.
+type startReading struct {
+	v     view
+	mine  bool
+	pause int64 // the pause's revision, if the read found one
+	done  error // the run id is recorded (ErrRunDone)
+}
+
+// readStart is one start read (startRead), in one transaction and the
+// pages that follow it.
+func (t *Term) readStart(ctx context.Context) (startReading, error) {
+	l := t.c.cfg.Layout
+	older := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithMaxCreateRev(t.Rev - 1),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend)}
+	keysOnly := append(slices.Clip(older), clientv3.WithKeysOnly())
+	n := t.c.holders()
+	var x startReading
+	err := t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) error {
+		limit := clientv3.WithLimit(int64(startReadPage + n - 1))
+		resp, err := t.c.cfg.Client.Txn(rctx).
+			If(t.intact()...).
+			Then(append([]clientv3.Op{clientv3.OpGet(l.QueuePrefix(), append(slices.Clip(keysOnly), limit)...),
+				clientv3.OpGet(l.SentinelPrefix(), append(slices.Clip(keysOnly), limit)...),
+				clientv3.OpGet(l.RecordPrefix(), append(slices.Clip(older), limit)...),
+				clientv3.OpGet(l.PauseKey(), clientv3.WithKeysOnly())}, t.c.readRun()...)...).
+			Commit()
+		if err != nil {
+			return err
+		}
+		t.c.renewals.SeeHeader(resp.Header)
+		x = startReading{v: view{rev: resp.Header.Revision, n: n}, mine: resp.Succeeded}
+		if !x.mine {
+			return nil
+		}
+		if p := resp.Responses[3].GetResponseRange().Kvs; len(p) > 0 {
+			x.pause = p[0].ModRevision
+			return nil
+		}
+		if len(resp.Responses) > 4 {
+			if x.done = t.c.checkRun(resp.Responses[4].GetResponseRange().Kvs); x.done != nil {
+				return nil
+			}
+		}
+		pages := []*pb.RangeResponse{resp.Responses[0].GetResponseRange(), resp.Responses[1].GetResponseRange(), resp.Responses[2].GetResponseRange()}
+		return t.readOn(rctx, &x.v, pages, keysOnly, older)
+	})
+	return x, err
 }
 
 // readOn fills v from the start read's pages of queue keys, sentinels and
@@ -658,7 +674,7 @@ func (t *Term) waitErr(ctx context.Context, errs ...error) error {
 	if cause := context.Cause(t.ctx); cause != nil && cause != errRevoked {
 		return cause
 	}
-	if err := t.c.answers.failing(); err != nil {
+	if err := t.c.answers.Failing(); err != nil {
 		return fmt.Errorf("%w: %w", ErrUnreachable, err)
 	}
 	return fmt.Errorf("%w: %w", ErrNotLeader, ctx.Err())

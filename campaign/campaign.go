@@ -10,6 +10,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlead/etcdlead/internal/etcdwire"
 )
 
 // Config describes one candidate. Client, Layout, ID, TTL and Now are
@@ -83,8 +85,8 @@ type Observer interface {
 type Campaigner struct {
 	cfg      Config
 	log      hclog.Logger
-	answers  reachability
-	renewals *renewals // shared by every Campaigner on cfg.Client
+	answers  etcdwire.Reachability
+	renewals *etcdwire.Renewals // shared by every Campaigner on cfg.Client
 	clearer  clearer
 	// paused is set when a term ended on the election's pause: the next
 	// campaign waits for the resume first (awaitResume).
@@ -127,18 +129,18 @@ func New(cfg Config) (*Campaigner, error) {
 	if cfg.LeaseWaitLog <= 0 {
 		cfg.LeaseWaitLog = 5 * time.Second
 	}
-	c := &Campaigner{cfg: cfg, log: cfg.Logger, renewals: renewalsOf(cfg.Client)}
+	c := &Campaigner{cfg: cfg, log: cfg.Logger, renewals: etcdwire.RenewalsOf(cfg.Client)}
 	c.clearer = clearer{
 		cli: cfg.Client,
 		req: func(ctx context.Context, f func(context.Context) error) error {
-			_, err := hedged(ctx, quietAfter(cfg.TTL), func(ctx context.Context) (struct{}, error) {
+			_, err := etcdwire.Hedged(ctx, quietAfter(cfg.TTL), func(ctx context.Context) (struct{}, error) {
 				return struct{}{}, c.request(ctx, cfg.RequestTimeout, f)
 			})
 			return err
 		},
 		now: cfg.Now, log: cfg.Logger,
 		margin: cfg.FenceMargin, ttl: cfg.TTL,
-		see: c.renewals.seeTerm, known: c.knownTerm,
+		see: c.renewals.SeeHeader, known: c.knownTerm,
 		waiting: func() {
 			if o := cfg.Observer; o != nil {
 				o.BarrierWait()
@@ -200,6 +202,22 @@ func (c *Campaigner) Campaign(ctx context.Context) (_ *Term, err error) {
 	if c.cfg.NoWait && v.blocked() {
 		return nil, fmt.Errorf("%w: %s", ErrNotLeader, v.ahead())
 	}
+	if err := t.pass(ctx, v); err != nil {
+		return nil, err
+	}
+	ok = true
+	if c.holders() > 1 {
+		c.log.Info("elected", "key", t.Key, "rev", t.Rev, "slot", t.Slot, "slot_rev", t.SlotRev, "holders", c.holders())
+	} else {
+		c.log.Info("elected", "key", t.Key, "rev", t.Rev)
+	}
+	return t, nil
+}
+
+// pass takes an enqueued term through steps 3 to 7: its guard, the wait
+// behind the terms ahead (v), a slot with N holders, the run id, and the
+// confirmation.
+func (t *Term) pass(ctx context.Context, v view) error {
 	t.guard(t.Rev)
 	// The wait ends with the term: a deleted own key, a resign request.
 	// The renewals while waiting end with the wait, before Campaign returns
@@ -215,28 +233,19 @@ func (c *Campaigner) Campaign(ctx context.Context) (_ *Term, err error) {
 	renewing.Go(func() { t.renewWhileWaiting(wctx) })
 	if !v.clear() {
 		if err := t.wait(wctx, v); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	t.SlotRev = t.Rev
-	if c.holders() > 1 {
+	if t.c.holders() > 1 {
 		if err := t.takeSlot(wctx); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := t.recordRun(wctx); err != nil {
-		return nil, err
+		return err
 	}
-	if err := t.confirm(wctx); err != nil {
-		return nil, err
-	}
-	ok = true
-	if c.holders() > 1 {
-		c.log.Info("elected", "key", t.Key, "rev", t.Rev, "slot", t.Slot, "slot_rev", t.SlotRev, "holders", c.holders())
-	} else {
-		c.log.Info("elected", "key", t.Key, "rev", t.Rev)
-	}
-	return t, nil
+	return t.confirm(wctx)
 }
 
 // sleep waits for d, or until ctx ends (false). It waits on the monotonic
@@ -276,7 +285,7 @@ func (c *Campaigner) grant(ctx context.Context) (*Term, error) {
 	if err != nil {
 		return nil, fmt.Errorf("grant lease: %w", err)
 	}
-	c.renewals.seeTerm(resp.ResponseHeader)
+	c.renewals.SeeHeader(resp.ResponseHeader)
 	l := c.cfg.Layout
 	t := &Term{
 		c:        c,
@@ -301,7 +310,7 @@ func (c *Campaigner) grant(ctx context.Context) (*Term, error) {
 func (c *Campaigner) request(ctx context.Context, timeout time.Duration, f func(context.Context) error) error {
 	rctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), timeout)
 	defer cancel()
-	done := c.answers.begin()
+	done := c.answers.Begin()
 	err := f(rctx)
 	done(ctx, err)
 	return err

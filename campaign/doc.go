@@ -26,7 +26,9 @@
 // revoked by hand while etcd's raft term did not move since its grant, let
 // a newcomer start before the old child is gone; those cases are bounded
 // by the old leader noticing (docs/design.md, "What stays bounded"). The
-// package starts no processes.
+// package starts no processes and speaks no gRPC: how its requests reach
+// etcd through faults is internal/etcdwire's, at the cadences timing.go
+// gives.
 //
 // It runs in the supervisor process (the etcdlead that campaigns), never in a keeper.
 package campaign

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"github.com/etcdlead/etcdlead/internal/etcdwire"
 )
 
 // Reasons a term ends without a stop request.
@@ -52,23 +50,11 @@ func (e *HoldersError) Format(option string) string {
 }
 
 // Permanent reports errors that a retry cannot mend: credentials,
-// permissions and a number of holders the election does not agree on. A
-// daemon retries everything else for ever.
+// permissions (etcdwire.Refused) and a number of holders the election does
+// not agree on. A daemon retries everything else for ever.
 func Permanent(err error) bool {
 	if he := (*HoldersError)(nil); errors.As(err, &he) {
 		return true
 	}
-	for _, e := range []error{rpctypes.ErrPermissionDenied, rpctypes.ErrAuthFailed,
-		rpctypes.ErrUserEmpty, rpctypes.ErrAuthNotEnabled, rpctypes.ErrInvalidAuthMgmt} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	if s, ok := status.FromError(errors.Unwrap(err)); ok && s != nil {
-		return s.Code() == codes.PermissionDenied || s.Code() == codes.Unauthenticated
-	}
-	if s, ok := status.FromError(err); ok && s != nil {
-		return s.Code() == codes.PermissionDenied || s.Code() == codes.Unauthenticated
-	}
-	return false
+	return etcdwire.Refused(err)
 }

@@ -18,7 +18,7 @@ func (c *Campaigner) Grant(ctx context.Context) (*Term, error) { return c.grant(
 // for progress (each ask may send a request more than once).
 func (t *Term) ProgressAsks() int64 {
 	if s := t.termStream(); s != nil {
-		return s.asked.Load()
+		return s.Asked()
 	}
 	return 0
 }

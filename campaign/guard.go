@@ -3,9 +3,10 @@ package campaign
 import (
 	"context"
 	"fmt"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlead/etcdlead/internal/etcdwire"
 )
 
 // guard ends the term, from its creation on, waiting or leading, when its
@@ -16,11 +17,11 @@ import (
 // its barrier would be lost. Its goroutines end with the term's context;
 // Revoke waits for them. Its watches are on a stream of the term's own,
 // which the term's waits share and Revoke closes; the stream is asked
-// after, and replaced once it stalls (termStream).
+// after, and replaced once it stalls (internal/etcdwire/stall.go).
 func (t *Term) guard(from int64) {
-	s := newTermStream(t.c.cfg.Client, t.c.log, t.Key, t.TTL)
+	s := etcdwire.NewStream(t.c.cfg.Client, t.c.log, t.Key, streamCadence(t.TTL))
 	t.watches = s
-	t.guards.Go(func() { s.monitor(t.ctx) })
+	t.guards.Go(func() { s.Monitor(t.ctx) })
 	t.guardKeys([]owned{{t.Key, t.Rev, t.Lease}, {t.Sentinel, t.Rev, t.Lease}, {t.Record, t.Rev, 0}}, true, from)
 }
 
@@ -34,7 +35,7 @@ type owned struct {
 
 // guardKeys watches keys, and the resign request when resign is set, from
 // revision from on. A watch that stalls silently is the term stream's to
-// notice (termStream), at the latest guardEvery(T) + r after it began.
+// notice (etcdwire.Stream), at the latest guardEvery(T) + r after it began.
 func (t *Term) guardKeys(keys []owned, resign bool, from int64) {
 	g := keyGuard{t, keys, resign}
 	t.guards.Go(func() { t.lost(g.watch(from)) })
@@ -87,23 +88,23 @@ func (g keyGuard) follow(ctx context.Context, rev int64) error {
 	ws, stop := g.t.guardWatch(ctx, names, rev, clientv3.WithProgressNotify())
 	defer stop()
 	for {
-		var w watched
+		var w etcdwire.Watched
 		select {
 		case w = <-ws:
 		case <-ctx.Done():
 			return nil
 		}
-		if !w.ok {
+		if !w.OK {
 			return nil
 		}
-		if err := w.resp.Err(); err != nil {
+		if err := w.Resp.Err(); err != nil {
 			if Permanent(err) {
-				return fmt.Errorf("watch %s: %w", names[w.i], err)
+				return fmt.Errorf("watch %s: %w", names[w.I], err)
 			}
 			g.t.c.log.Debug("own-key watch interrupted; re-reading the key", "error", err)
 			return nil
 		}
-		for _, ev := range w.resp.Events {
+		for _, ev := range w.Resp.Events {
 			if err := g.event(ev); err != nil {
 				return err
 			}
@@ -144,24 +145,6 @@ func (g keyGuard) event(ev *clientv3.Event) error {
 	}
 	return nil
 }
-
-// guardFloor is the longest pause between two progress requests on a
-// term's stream while only the guard watches on it: T/3 at the default
-// TTL.
-const guardFloor = 5 * time.Second
-
-// guardEvery is how often the term's stream is asked after while only the
-// guard watches on it, T/3 but no less than guardFloor. It bounds how late
-// a watch that stalls while its stream lives lets a deleted key or a
-// resign request be noticed (a broken or compacted watch is read at once),
-// never what runs: a successor still waits for this term's lease itself
-// (docs/design.md, step 4). A progress request is a message on the open
-// stream, which etcd answers from the member's own state, so at the
-// default TTL the guard costs far less than the read it replaces; the
-// floor keeps a short TTL from paying for one every few renewals, for a
-// double fault (a silent stall, then a delete or a resign) that it makes
-// no likelier. A wait on the stream asks more often (termStream).
-func guardEvery(ttl time.Duration) time.Duration { return max(ttl/3, guardFloor) }
 
 // check reads the guarded keys in one read-only transaction, retrying
 // transient errors until the term ends. It returns the read's revision, or

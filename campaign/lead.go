@@ -17,7 +17,7 @@ import (
 // last credited send (firstRenewal), without waiting for the one before,
 // and, when r is longer than quietAfter, again after quietAfter while the
 // attempt is unanswered, so that a leader that renews seldom still moves
-// off a stalled member at once (renewals, "A quiet stream"): each attempt lives for as long
+// off a stalled member at once (internal/etcdwire/renew.go, "A quiet stream"): each attempt lives for as long
 // as its answer can still help, until the fence point of the deadline (as
 // it moves) passes, so that a round trip longer than r still renews the
 // lease, and attempts overlap. Renewal errors alone never end
@@ -40,132 +40,171 @@ func (t *Term) Lead(ctx context.Context, onRenew func(deadline time.Duration)) e
 // gone (ErrLeaseLost). Each attempt runs under a generation of ctx that
 // ends when the fence point passes.
 func (t *Term) renewLoop(ctx context.Context, onRenew func(time.Duration)) error {
-	r, q := t.c.renewEvery(), quietAfter(t.TTL)
-	failing := false // a failure or a stall was logged, and no recovery since
 	// Attempts now wait for as long as they can help, so a stall would be
 	// logged only at the fence point: one with no answer for r + 2q (3r at
-	// the default interval) is logged as it happens.
+	// the default interval) is logged as it happens (tick).
 	answered := t.c.cfg.Now()
-	var told time.Duration // the last deadline handed to onRenew; 0: none yet
 	ctx, cancel := context.WithCancel(ctx)
-	var attempts sync.WaitGroup
-	defer attempts.Wait()
+	rn := &renewer{t: t, ctx: ctx, r: t.c.renewEvery(), q: quietAfter(t.TTL), onRenew: onRenew,
+		results: make(chan renewResult), answered: answered}
+	defer rn.attempts.Wait()
 	defer cancel()
-	// An attempt's result carries its number: one that failed after a
-	// later attempt succeeded (it was sent on a quiet stream) is no
-	// failure of the term's renewals.
-	type result struct {
-		n   int
-		err error
-	}
-	results := make(chan result)
-	started, succeeded := 0, 0
-	// Attempts made while the fence point is ahead live until it passes
-	// (ahead says some did): the tick that sees it passed ends them, as
-	// their answers can no longer help, and starts a new generation.
-	// Attempts made once it passed are bounded by r.
-	gen, endGen := context.WithCancelCause(ctx)
-	ahead := false
-	// now is read once per tick and once per answer: the clock is read
-	// from the kernel at every call, which at one renewal per second and
-	// term adds up over many terms in a process.
-	attempt := func(now time.Duration) {
-		past := t.fence().Past(now)
-		if past && ahead {
-			endGen(errFencePassed)
-			gen, endGen = context.WithCancelCause(ctx)
-			ahead = false
-		}
-		bound := r
-		if !past {
-			bound, ahead = t.TTL, true
-		}
-		g := gen
-		started++
-		n := started
-		attempts.Go(func() {
-			err := t.renewOnce(g, bound)
-			select {
-			case results <- result{n, err}:
-			case <-ctx.Done():
-			}
-		})
-	}
+	rn.gen, rn.endGen = context.WithCancelCause(ctx)
 	// On the client's shared beat, a boot-clock ticker: a renewal due
-	// during a suspend is made at the resume (internal/bootclock). When the
-	// beat's next tick comes later than the first attempt firstRenewal
-	// asks for, that attempt is made on a timer of its own (at once, if it
-	// is due): the tick then follows it within r, as every tick follows
-	// the one before.
-	now := t.c.cfg.Now()
-	tick, next, unsubscribe := t.c.renewals.beatOf(r, t.c.cfg.Now).subscribe()
+	// during a suspend is made at the resume (internal/bootclock).
+	rn.now = t.c.cfg.Now()
+	tick, next, unsubscribe := t.c.renewals.Beat(rn.r, t.c.cfg.Now).Subscribe()
 	defer unsubscribe()
-	var early <-chan time.Time
-	var t1 *bootclock.Ticker
-	switch first := t.firstRenewal(now, r); {
-	case next <= first:
-	case first <= now:
-		attempt(now)
-	default:
-		t1 = bootclock.NewTicker(first - now)
-		defer func() { t1.Stop() }()
-		early = t1.C
-	}
-	// retry fires q after an attempt when r is longer than q: the attempt
-	// still unanswered then is sent again, which a quiet stream takes to
-	// another member. With r = q the next tick does that.
-	var retry <-chan time.Time
-	onTick := func() {
-		now = t.c.cfg.Now()
-		attempt(now)
-		if r > q {
-			retry = time.After(q)
-		}
-		if since := now - answered; !failing && since >= r+2*q {
-			t.c.log.Warn("renewal unanswered", "for", since.Round(time.Millisecond))
-			failing = true
-		}
-	}
+	early, stopEarly := rn.first(next)
+	defer stopEarly()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-early:
 			early = nil
-			t1.Stop()
-			onTick()
+			stopEarly()
+			rn.tick()
 		case <-tick:
-			onTick()
-		case <-retry:
-			retry = nil
-			if succeeded < started {
-				onTick()
+			rn.tick()
+		case <-rn.retry:
+			rn.retry = nil
+			if rn.succeeded < rn.started {
+				rn.tick()
 			}
-		case res := <-results:
-			now = t.c.cfg.Now()
-			switch err := res.err; {
-			case errors.Is(err, ErrLeaseLost):
-				t.c.log.Warn("lease lost", "key", t.Key)
+		case res := <-rn.results:
+			if err := rn.answer(res); err != nil {
 				return err
-			case err == nil:
-				succeeded = max(succeeded, res.n)
-				answered = now
-				if failing {
-					t.c.log.Info("renewal recovered")
-					failing = false
-				}
-				if t.c.log.IsTrace() { // its arguments cost allocations at every renewal
-					t.c.log.Trace("renewed", "lease", leaseHex(t.Lease), "deadline_in", t.Deadline()-now)
-				}
-			case ctx.Err() == nil && !failing && res.n > succeeded:
-				t.c.log.Warn("renewal failed", "error", err)
-				failing = true
 			}
 		}
-		if d := t.Deadline(); ctx.Err() == nil && t.keeperNeeds(d, told, r, now) {
-			onRenew(d)
-			told = d
+		rn.handOver()
+	}
+}
+
+// renewer is one leader's renewals (renewLoop), with a method per event.
+type renewer struct {
+	t       *Term
+	ctx     context.Context
+	r, q    time.Duration // the renewal interval and quietAfter
+	onRenew func(time.Duration)
+
+	attempts sync.WaitGroup
+	// An attempt's result carries its number: one that failed after a
+	// later attempt succeeded (it was sent on a quiet stream) is no
+	// failure of the term's renewals.
+	results            chan renewResult
+	started, succeeded int
+	// Attempts made while the fence point is ahead live until it passes
+	// (ahead says some did): the tick that sees it passed ends them, as
+	// their answers can no longer help, and starts a new generation.
+	// Attempts made once it passed are bounded by r.
+	gen    context.Context
+	endGen context.CancelCauseFunc
+	ahead  bool
+
+	// now is read once per tick and once per answer: the clock is read
+	// from the kernel at every call, which at one renewal per second and
+	// term adds up over many terms in a process.
+	now      time.Duration
+	answered time.Duration // when an attempt last succeeded
+	failing  bool          // a failure or a stall was logged, and no recovery since
+	told     time.Duration // the last deadline handed to onRenew; 0: none yet
+	// retry fires q after an attempt when r is longer than q: the attempt
+	// still unanswered then is sent again, which a quiet stream takes to
+	// another member. With r = q the next tick does that.
+	retry <-chan time.Time
+}
+
+type renewResult struct {
+	n   int
+	err error
+}
+
+// first makes the first attempt as firstRenewal asks: on the beat when its
+// next tick comes no later; otherwise on a timer of its own (at once, if
+// it is due), which the returned channel fires. The tick then follows it
+// within r, as every tick follows the one before.
+func (rn *renewer) first(next time.Duration) (<-chan time.Time, func()) {
+	switch first := rn.t.firstRenewal(rn.now, rn.r); {
+	case next <= first:
+	case first <= rn.now:
+		rn.attempt(rn.now)
+	default:
+		t1 := bootclock.NewTicker(first - rn.now)
+		return t1.C, t1.Stop
+	}
+	return nil, func() {}
+}
+
+// tick makes an attempt, arms the retry, and logs a stall once.
+func (rn *renewer) tick() {
+	rn.now = rn.t.c.cfg.Now()
+	rn.attempt(rn.now)
+	if rn.r > rn.q {
+		rn.retry = time.After(rn.q)
+	}
+	if since := rn.now - rn.answered; !rn.failing && since >= rn.r+2*rn.q {
+		rn.t.c.log.Warn("renewal unanswered", "for", since.Round(time.Millisecond))
+		rn.failing = true
+	}
+}
+
+// attempt starts one renewal at boot-clock time now, in the current
+// generation; the first one made once the fence point passed ends the
+// generation of those made before.
+func (rn *renewer) attempt(now time.Duration) {
+	past := rn.t.fence().Past(now)
+	if past && rn.ahead {
+		rn.endGen(errFencePassed)
+		rn.gen, rn.endGen = context.WithCancelCause(rn.ctx)
+		rn.ahead = false
+	}
+	bound := rn.r
+	if !past {
+		bound, rn.ahead = rn.t.TTL, true
+	}
+	g := rn.gen
+	rn.started++
+	n := rn.started
+	rn.attempts.Go(func() {
+		err := rn.t.renewOnce(g, bound)
+		select {
+		case rn.results <- renewResult{n, err}:
+		case <-rn.ctx.Done():
 		}
+	})
+}
+
+// answer takes an attempt's result: a lease that is gone ends the loop.
+func (rn *renewer) answer(res renewResult) error {
+	t := rn.t
+	rn.now = t.c.cfg.Now()
+	switch err := res.err; {
+	case errors.Is(err, ErrLeaseLost):
+		t.c.log.Warn("lease lost", "key", t.Key)
+		return err
+	case err == nil:
+		rn.succeeded = max(rn.succeeded, res.n)
+		rn.answered = rn.now
+		if rn.failing {
+			t.c.log.Info("renewal recovered")
+			rn.failing = false
+		}
+		if t.c.log.IsTrace() { // its arguments cost allocations at every renewal
+			t.c.log.Trace("renewed", "lease", leaseHex(t.Lease), "deadline_in", t.Deadline()-rn.now)
+		}
+	case rn.ctx.Err() == nil && !rn.failing && res.n > rn.succeeded:
+		t.c.log.Warn("renewal failed", "error", err)
+		rn.failing = true
+	}
+	return nil
+}
+
+// handOver gives the keeper the term's deadline when keeperNeeds says so.
+func (rn *renewer) handOver() {
+	if d := rn.t.Deadline(); rn.ctx.Err() == nil && rn.t.keeperNeeds(d, rn.told, rn.r, rn.now) {
+		rn.onRenew(d)
+		rn.told = d
 	}
 }
 

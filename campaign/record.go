@@ -127,11 +127,6 @@ type clearer struct {
 	judgeOnly bool
 }
 
-// recordPoll is how often a wait on an ended term looks again: etcd offers
-// no event for a lease's end once its keys are gone, and a hold ends early
-// when the term's own end takes its record away.
-const recordPoll = 250 * time.Millisecond
-
 // clearEnded is step 4 of docs/design.md, "One term, step by step", for an
 // ended term: it returns once e's record is gone, taken away here or by
 // another. It first waits until etcd says e's lease is gone (leaseGone): its keys may
@@ -256,15 +251,8 @@ func (c *clearer) removeRecord(ctx context.Context, e endedTerm) error {
 	return err
 }
 
-// seeTerm records that etcd's raft term is at least h's.
-func (r *renewals) seeTerm(h *pb.ResponseHeader) {
-	if h != nil {
-		raise(&r.raftTerm, int64(h.RaftTerm))
-	}
-}
-
 // knownTerm is the highest raft term any answer to this client named.
-func (c *Campaigner) knownTerm() uint64 { return uint64(c.renewals.raftTerm.Load()) }
+func (c *Campaigner) knownTerm() uint64 { return c.renewals.RaftTerm() }
 
 // learnTerm asks etcd for its raft term when no answer has named one yet,
 // so that the grant that follows has a term to record (TermRecord.RaftTerm): a linearizable
@@ -280,7 +268,7 @@ func (c *Campaigner) learnTerm(ctx context.Context) error {
 	err := c.request(ctx, c.cfg.RequestTimeout, func(rctx context.Context) error {
 		resp, err := c.cfg.Client.Get(rctx, c.cfg.Layout.PauseKey(), clientv3.WithCountOnly())
 		if err == nil {
-			c.renewals.seeTerm(resp.Header)
+			c.renewals.SeeHeader(resp.Header)
 		}
 		return err
 	})

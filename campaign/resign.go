@@ -105,10 +105,6 @@ func steppedDown(ctx context.Context, cli *clientv3.Client, c *clearer, l Layout
 	return true, c.clearEnded(ctx, endedTerm{lease: lease, key: string(record.Key), mod: rec[0].ModRevision, rec: r, known: ok})
 }
 
-// resignPoll is how often WaitSteppedDown asks whether the leader's lease,
-// whose key is gone, has ended: etcd tells of no lease's end by an event.
-const resignPoll = 100 * time.Millisecond
-
 // ForceDelete deletes the leader's queue key if it is still that term's
 // (the same create revision: a check-then-delete could hit the next
 // leader's key), and reports whether it did. The term's sentinel and

@@ -3,6 +3,7 @@ package campaign
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -29,37 +30,12 @@ func (t *Term) takeSlot(ctx context.Context) error {
 		if err != nil {
 			return t.waitErr(ctx, err)
 		}
-		taken := map[string]bool{}
-		for _, kv := range slots {
-			taken[string(kv.Key)] = true
-			// An earlier attempt of the transaction below committed but its
-			// answer was lost: the slot is ours.
-			if clientv3.LeaseID(kv.Lease) == t.Lease {
-				return t.tookSlot(string(kv.Key), kv.CreateRevision)
-			}
+		// An earlier attempt of the transaction below committed but its
+		// answer was lost: the slot is ours.
+		if i := slices.IndexFunc(slots, func(kv *mvccpb.KeyValue) bool { return clientv3.LeaseID(kv.Lease) == t.Lease }); i >= 0 {
+			return t.tookSlot(string(slots[i].Key), slots[i].CreateRevision)
 		}
-		for _, kv := range records {
-			id, valid := l.RecordLease(kv)
-			if r, ok := ParseRecord(kv.Value); ok && valid && id != t.Lease && r.Slot != nil && *r.Slot >= 0 && *r.Slot < n {
-				taken[l.SlotKey(*r.Slot)] = true
-			}
-		}
-		// With a run id, a free slot that ran the firing already is no
-		// use: its record refuses the start. Another free slot may not
-		// have run it yet.
-		free, done := -1, false
-		for i := range n {
-			switch {
-			case taken[l.SlotKey(i)]:
-			case ran[i]:
-				done = true
-			default:
-				free = i
-			}
-			if free >= 0 {
-				break
-			}
-		}
+		free, done := t.freeSlot(slots, records, ran)
 		if free < 0 && done {
 			return runDone(t.c.cfg.RunID, rev)
 		}
@@ -70,42 +46,83 @@ func (t *Term) takeSlot(ctx context.Context) error {
 			}
 			continue
 		}
-		key := l.SlotKey(free)
-		if t.c.log.IsDebug() {
-			t.c.log.Debug("taking slot", "key", key, "rev", rev)
-		}
-		// The create compares, besides the slot key's absence and the own
-		// keys (the puts must not bring back a key deleted by hand), that
-		// no record was created or rewritten since the read: a term that
-		// took this slot in between and had its slot key deleted by hand
-		// since leaves the key absent, but not its record.
-		var tresp *clientv3.TxnResponse
-		err = retry(ctx, func() error {
-			return t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) (err error) {
-				tresp, err = t.c.cfg.Client.Txn(rctx).
-					If(append(t.intact(), clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
-						clientv3.Compare(clientv3.ModRevision(l.RecordPrefix()), "<", rev+1).WithPrefix())...).
-					Then(clientv3.OpPut(key, t.Key, clientv3.WithLease(t.Lease)),
-						clientv3.OpPut(t.Sentinel, SentinelValue(t.Key, n, free), clientv3.WithLease(t.Lease)),
-						clientv3.OpPut(t.Record, t.withSlot(free).value())).
-					Else(clientv3.OpGet(key, clientv3.WithKeysOnly())).
-					Commit()
-				return err
-			})
-		})
-		if err != nil {
-			return t.waitErr(ctx, err)
-		}
-		if tresp.Succeeded {
-			return t.tookSlot(key, tresp.Header.Revision)
-		}
-		if kvs := tresp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 && clientv3.LeaseID(kvs[0].Lease) == t.Lease {
-			return t.tookSlot(key, kvs[0].CreateRevision)
+		if took, err := t.claimSlot(ctx, free, rev); took || err != nil {
+			return err
 		}
 		// Another term took a slot or a record changed between the read
 		// and the transaction, or the own keys went: read again, which
 		// says which.
 	}
+}
+
+// freeSlot is the lowest slot that neither a slot key nor another term's
+// record takes, or -1; done says a slot is free but ran the firing
+// already. With a run id, a free slot that ran the firing already is no
+// use: its record refuses the start. Another free slot may not have run it
+// yet.
+func (t *Term) freeSlot(slots, records []*mvccpb.KeyValue, ran map[int]bool) (free int, done bool) {
+	l, n := t.c.cfg.Layout, t.c.holders()
+	taken := map[string]bool{}
+	for _, kv := range slots {
+		taken[string(kv.Key)] = true
+	}
+	for _, kv := range records {
+		id, valid := l.RecordLease(kv)
+		if r, ok := ParseRecord(kv.Value); ok && valid && id != t.Lease && r.Slot != nil && *r.Slot >= 0 && *r.Slot < n {
+			taken[l.SlotKey(*r.Slot)] = true
+		}
+	}
+	for i := range n {
+		switch {
+		case taken[l.SlotKey(i)]:
+		case ran[i]:
+			done = true
+		default:
+			return i, done
+		}
+	}
+	return -1, done
+}
+
+// claimSlot creates slot free's key if it is still free at rev, and
+// records the slot (took, with tookSlot's error); took false and no error
+// is a read to make again.
+//
+// The create compares, besides the slot key's absence and the own keys
+// (the puts must not bring back a key deleted by hand), that no record was
+// created or rewritten since the read: a term that took this slot in
+// between and had its slot key deleted by hand since leaves the key
+// absent, but not its record.
+func (t *Term) claimSlot(ctx context.Context, free int, rev int64) (took bool, err error) {
+	l, n := t.c.cfg.Layout, t.c.holders()
+	key := l.SlotKey(free)
+	if t.c.log.IsDebug() {
+		t.c.log.Debug("taking slot", "key", key, "rev", rev)
+	}
+	var tresp *clientv3.TxnResponse
+	err = retry(ctx, func() error {
+		return t.c.request(ctx, t.c.cfg.RequestTimeout, func(rctx context.Context) (err error) {
+			tresp, err = t.c.cfg.Client.Txn(rctx).
+				If(append(t.intact(), clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+					clientv3.Compare(clientv3.ModRevision(l.RecordPrefix()), "<", rev+1).WithPrefix())...).
+				Then(clientv3.OpPut(key, t.Key, clientv3.WithLease(t.Lease)),
+					clientv3.OpPut(t.Sentinel, SentinelValue(t.Key, n, free), clientv3.WithLease(t.Lease)),
+					clientv3.OpPut(t.Record, t.withSlot(free).value())).
+				Else(clientv3.OpGet(key, clientv3.WithKeysOnly())).
+				Commit()
+			return err
+		})
+	})
+	if err != nil {
+		return false, t.waitErr(ctx, err)
+	}
+	if tresp.Succeeded {
+		return true, t.tookSlot(key, tresp.Header.Revision)
+	}
+	if kvs := tresp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 && clientv3.LeaseID(kvs[0].Lease) == t.Lease {
+		return true, t.tookSlot(key, kvs[0].CreateRevision)
+	}
+	return false, nil
 }
 
 // readSlots reads, at one revision, the slot keys, the records that may

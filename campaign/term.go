@@ -13,6 +13,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdlead/etcdlead/internal/etcdwire"
 	"github.com/etcdlead/etcdlead/internal/fence"
 )
 
@@ -144,9 +145,9 @@ func (t *Term) renewOnce(ctx context.Context, bound time.Duration) error {
 	if o != nil {
 		start = t.c.cfg.Now()
 	}
-	done := t.c.answers.begin()
-	a, err := t.c.renewals.renew(ctx, t.Lease, bound, quietAfter(t.TTL), t.c.cfg.Now)
-	if err == nil && a.ttl <= 0 {
+	done := t.c.answers.Begin()
+	a, err := t.c.renewals.Renew(ctx, t.Lease, bound, quietAfter(t.TTL), t.c.cfg.Now)
+	if err == nil && a.TTL <= 0 {
 		err = rpctypes.ErrLeaseNotFound
 	}
 	done(ctx, err)
@@ -162,17 +163,17 @@ func (t *Term) renewOnce(ctx context.Context, bound time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("renewal: %w", err)
 	}
-	t.setDeadline(a.at + time.Duration(a.ttl)*time.Second)
-	raise(&t.sentAt, int64(a.at))
+	t.setDeadline(a.At + time.Duration(a.TTL)*time.Second)
+	raise(&t.sentAt, int64(a.At))
 	return nil
 }
 
-// renewWhileWaiting keeps a waiting candidate's lease alive every T/3, and
-// after a failed attempt again after quietAfter, by when a
-// quiet stream has been replaced (see renewals). A lease that is gone ends
-// the term: its keys went with it.
+// renewWhileWaiting keeps a waiting candidate's lease alive every
+// waiterRenewEvery, and after a failed attempt again after quietAfter, by
+// when a quiet stream has been replaced (internal/etcdwire/renew.go). A
+// lease that is gone ends the term: its keys went with it.
 func (t *Term) renewWhileWaiting(ctx context.Context) {
-	every := t.TTL / 3
+	every := waiterRenewEvery(t.TTL)
 	next := every
 	for {
 		select {
@@ -259,7 +260,7 @@ func (t *Term) end(ctx context.Context) error {
 	if t.slotKey != "" {
 		ops = append(ops, onLease(t.slotKey))
 	}
-	_, err := hedged(ctx, quietAfter(t.TTL), func(ctx context.Context) (struct{}, error) {
+	_, err := etcdwire.Hedged(ctx, quietAfter(t.TTL), func(ctx context.Context) (struct{}, error) {
 		_, err := t.c.cfg.Client.Txn(clientv3.WithRequireLeader(ctx)).Then(ops...).Commit()
 		return struct{}{}, err
 	})

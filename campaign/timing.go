@@ -3,6 +3,8 @@ package campaign
 import (
 	"fmt"
 	"time"
+
+	"github.com/etcdlead/etcdlead/internal/etcdwire"
 )
 
 // Limits on the lease TTL. Below 2 s etcd's own minimum TTL and its 500 ms
@@ -46,6 +48,59 @@ func DefaultRenewInterval(ttl time.Duration) time.Duration { return min(ttl/10, 
 // so that a leader that renews less often still notices a stalled member
 // as soon.
 func quietAfter(ttl time.Duration) time.Duration { return DefaultRenewInterval(ttl) }
+
+// waiterRenewEvery is how often a waiting candidate renews its lease:
+// T/3, as etcdctl lock's keep-alive does. A waiter holds no fence, so its
+// cadence only has to keep the lease alive through one lost renewal; once
+// it leads, it renews every r from its last credited send (lead.go).
+func waiterRenewEvery(ttl time.Duration) time.Duration { return ttl / 3 }
+
+// recordPoll is how often a wait on an ended term looks again: etcd offers
+// no event for a lease's end once its keys are gone, and a hold ends early
+// when the term's own end takes its record away.
+const recordPoll = 250 * time.Millisecond
+
+// resignPoll is how often WaitSteppedDown asks whether the leader's lease,
+// whose key is gone, has ended: etcd tells of no lease's end by an event.
+const resignPoll = 100 * time.Millisecond
+
+// waitEvery is how often a term's stream is asked for progress while a
+// wait watches on it: T/2 - 5q/2 with q = quietAfter (T/4 up to a TTL of
+// 10 s). A stall that begins just before the term ahead ends is noticed
+// within T/2 - 3q/2 of it, and the watches re-opened at once, which
+// leaves 3q/2 of T/2 for the wake-up's reads and the child's start: a
+// handoff during a stall still completes within T/2 of the old child's
+// end. A wait asks whether or not the revision moved: its own renewals,
+// which would tell, come only every T/3.
+func waitEvery(ttl time.Duration) time.Duration { return ttl/2 - 5*quietAfter(ttl)/2 }
+
+// guardFloor is the longest pause between two progress requests on a
+// term's stream while only the guard watches on it: T/3 at the default
+// TTL.
+const guardFloor = 5 * time.Second
+
+// guardEvery is how often the term's stream is asked after while only the
+// guard watches on it, T/3 but no less than guardFloor. It bounds how late
+// a watch that stalls while its stream lives lets a deleted key or a
+// resign request be noticed (a broken or compacted watch is read at once),
+// never what runs: a successor still waits for this term's lease itself
+// (docs/design.md, step 4). A progress request is a message on the open
+// stream, which etcd answers from the member's own state, so at the
+// default TTL the guard costs far less than the read it replaces; the
+// floor keeps a short TTL from paying for one every few renewals, for a
+// double fault (a silent stall, then a delete or a resign) that it makes
+// no likelier. A wait on the stream asks more often (waitEvery).
+func guardEvery(ttl time.Duration) time.Duration { return max(ttl/3, guardFloor) }
+
+// streamCadence is the cadence of a term's watch stream
+// (internal/etcdwire/stall.go). Its stall bound starts at quietAfter, the
+// same judgement a renewal stream is held to: an answer needs no raft
+// round, only the member itself, and a healthy stream judged stalled
+// costs one new stream and the replays of its watches, nothing more. The
+// bound never exceeds T/2, the time a handoff may take.
+func streamCadence(ttl time.Duration) etcdwire.Cadence {
+	return etcdwire.Cadence{Wait: waitEvery(ttl), Guard: guardEvery(ttl), Stall: quietAfter(ttl), Max: ttl / 2}
+}
 
 // renew is r: the given renewal interval, or the default.
 func (t Timing) renew() time.Duration {

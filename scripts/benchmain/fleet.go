@@ -47,7 +47,7 @@ const fleetBatch = 100
 // fleet of n elections use: one per candidate, as a fleet of etcdlead or
 // etcdctl processes has. Sharing clients would let a tool that batches the
 // requests of many candidates on one stream (etcdlead renews the terms that
-// share a client together: campaign/beat.go) look cheaper than a fleet of
+// share a client together: internal/etcdwire/beat.go) look cheaper than a fleet of
 // processes is.
 func fleetClients(n int) int { return 2 * n }
 

@@ -1,4 +1,4 @@
-package campaign
+package etcdwire
 
 import (
 	"context"
@@ -82,8 +82,8 @@ func (f *fakeStream) awaitSend(t *testing.T, want clientv3.LeaseID) {
 // withFake returns renewals whose current stream is f, as open would set
 // it up; a stream it opens later is the next of more, and none once they
 // are used up.
-func withFake(f *fakeStream, more ...*fakeStream) (*renewals, *keepAliveStream) {
-	r := &renewals{turn: make(chan struct{}, 1), streams: 2}
+func withFake(f *fakeStream, more ...*fakeStream) (*Renewals, *keepAliveStream) {
+	r := &Renewals{turn: make(chan struct{}, 1), streams: 2}
 	r.open = func(context.Context, []string) (*keepAliveStream, error) {
 		if len(more) == 0 {
 			return nil, errors.New("no more fake streams")
@@ -97,20 +97,20 @@ func withFake(f *fakeStream, more ...*fakeStream) (*renewals, *keepAliveStream) 
 	return r, ka
 }
 
-func fakeKeepAlive(r *renewals, f *fakeStream) *keepAliveStream {
+func fakeKeepAlive(r *Renewals, f *fakeStream) *keepAliveStream {
 	ka := &keepAliveStream{stream: f, cancel: func(err error) { f.close(err) }}
 	go r.receive(ka)
 	return ka
 }
 
-func (r *renewals) current() *keepAliveStream {
+func (r *Renewals) current() *keepAliveStream {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.cur
 }
 
 // awaitTurnFree waits until no send holds the turn.
-func awaitTurnFree(t *testing.T, r *renewals) {
+func awaitTurnFree(t *testing.T, r *Renewals) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); len(r.turn) > 0; runtime.Gosched() {
 		if time.Now().After(deadline) {
@@ -128,11 +128,11 @@ type renewResult struct {
 // never is a quiet bound that no test reaches.
 const never = time.Hour
 
-func renewAsync(r *renewals, ctx context.Context, lease clientv3.LeaseID, bound, quiet time.Duration, now func() time.Duration) <-chan renewResult {
+func renewAsync(r *Renewals, ctx context.Context, lease clientv3.LeaseID, bound, quiet time.Duration, now func() time.Duration) <-chan renewResult {
 	out := make(chan renewResult, 1)
 	go func() {
-		a, err := r.renew(ctx, lease, bound, quiet, now)
-		out <- renewResult{a.at, a.ttl, err}
+		a, err := r.Renew(ctx, lease, bound, quiet, now)
+		out <- renewResult{a.At, a.TTL, err}
 	}()
 	return out
 }
@@ -244,7 +244,7 @@ func TestRenewalStreamEnds(t *testing.T) {
 		f.awaitSend(t, M)
 		f.close(rpctypes.ErrGRPCPermissionDenied)
 		for _, ch := range []<-chan renewResult{l, m} {
-			if res := awaitRenew(t, ch); !errors.Is(res.err, rpctypes.ErrPermissionDenied) || !Permanent(res.err) {
+			if res := awaitRenew(t, ch); !errors.Is(res.err, rpctypes.ErrPermissionDenied) || !Refused(res.err) {
 				t.Errorf("renewal on a refused stream = %+v, want etcd's permanent ErrPermissionDenied", res)
 			}
 		}
@@ -301,51 +301,5 @@ func TestQuietStreamReplaced(t *testing.T) {
 	b.answer(t, L, 10)
 	if res := awaitRenew(t, third); res.err != nil {
 		t.Fatalf("renewal after the replacement = %+v", res)
-	}
-}
-
-// A new leader's first renewal comes r after the term's last credited
-// send (the grant, or its last renewal while waiting), or at once when
-// that is past: not r after Lead starts, which would take the time between
-// that send and Lead from the room a round trip has before the fence
-// point. Whenever the fence point is less than 3r ahead, that is at once.
-func TestFirstRenewal(t *testing.T) {
-	const now = 100 * time.Second
-	for _, c := range []struct {
-		name     string
-		ttl      time.Duration // the term's; r = DefaultRenewInterval(ttl)
-		k, m     time.Duration // as ResolveTiming fills them in
-		sent     time.Duration // the last credited send, before now
-		deadline time.Duration // what the answer gave: sent + the TTL etcd answered
-		want     time.Duration
-	}{
-		{"granted just before Lead, TTL 2s", 2 * time.Second, 500 * time.Millisecond, 250 * time.Millisecond,
-			now - 20*time.Millisecond, now - 20*time.Millisecond + 2*time.Second, now + 180*time.Millisecond},
-		{"granted r ago to the nanosecond, TTL 2s", 2 * time.Second, 500 * time.Millisecond, 250 * time.Millisecond,
-			now - 200*time.Millisecond, now - 200*time.Millisecond + 2*time.Second, now},
-		{"waiter renewed T/3 ago, TTL 15s", 15 * time.Second, 5 * time.Second, 750 * time.Millisecond,
-			now - 5*time.Second, now - 5*time.Second + 15*time.Second, now},
-		{"granted half an r ago, TTL 30s", 30 * time.Second, 5 * time.Second, 1500 * time.Millisecond,
-			now - 500*time.Millisecond, now - 500*time.Millisecond + 30*time.Second, now + 500*time.Millisecond},
-		{"fence point passed, TTL 2s", 2 * time.Second, 500 * time.Millisecond, 250 * time.Millisecond,
-			now - 1500*time.Millisecond, now + 500*time.Millisecond, now},
-		// The cadence counts from the send itself, whatever TTL the answer
-		// gave: Deadline - TTL would put this send a second later.
-		{"etcd answered more than the term's TTL", 2 * time.Second, 500 * time.Millisecond, 250 * time.Millisecond,
-			now - 150*time.Millisecond, now - 150*time.Millisecond + 3*time.Second, now + 50*time.Millisecond},
-	} {
-		term := &Term{c: &Campaigner{cfg: Config{KillTimeout: c.k, FenceMargin: c.m}}, TTL: c.ttl}
-		term.dl.Store(int64(c.deadline))
-		term.sentAt.Store(int64(c.sent))
-		r := DefaultRenewInterval(c.ttl)
-		got := term.firstRenewal(now, r)
-		if got != c.want {
-			t.Errorf("%s: first renewal %v after now, want %v", c.name, got-now, c.want-now)
-		}
-		// The rule it replaced: at once when the fence point is less than
-		// 3r ahead. Where that holds, this is at once too.
-		if term.fence().SignalAt()-now < 3*r && got != now {
-			t.Errorf("%s: the fence point is less than 3r ahead, but the first renewal waits %v", c.name, got-now)
-		}
 	}
 }

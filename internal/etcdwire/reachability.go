@@ -1,4 +1,4 @@
-package campaign
+package etcdwire
 
 import (
 	"context"
@@ -12,19 +12,19 @@ import (
 // request sent just before the end from counting.
 const unanswered = time.Second
 
-// reachability remembers whether etcd answered the candidate's last request, so
-// that a campaign cut short by its caller can tell "another candidate
-// leads" (ErrNotLeader) from "etcd did not answer" (ErrUnreachable).
-type reachability struct {
+// Reachability remembers whether etcd answered a candidate's last request,
+// so that a campaign cut short by its caller can tell "another candidate
+// leads" from "etcd did not answer". The zero value is ready to use.
+type Reachability struct {
 	mu       sync.Mutex
 	lastErr  error              // of the last request that ended on its own
 	inflight map[*int]time.Time // requests under way, by when they were sent
 }
 
-// begin records a request under way; the returned func records its end.
+// Begin records a request under way; the returned func records its end.
 // A request that ended because ctx ended was not answered in time, so it
 // counts as a failure when it was under way for long enough.
-func (r *reachability) begin() func(ctx context.Context, err error) {
+func (r *Reachability) Begin() func(ctx context.Context, err error) {
 	token := new(int)
 	r.mu.Lock()
 	if r.inflight == nil {
@@ -47,9 +47,9 @@ func (r *reachability) begin() func(ctx context.Context, err error) {
 	}
 }
 
-// failing returns why etcd is taken as unreachable now: the last request
+// Failing returns why etcd is taken as unreachable now: the last request
 // failed, or one has waited for an answer for too long. Nil otherwise.
-func (r *reachability) failing() error {
+func (r *Reachability) Failing() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, sent := range r.inflight {
@@ -57,7 +57,7 @@ func (r *reachability) failing() error {
 			return context.DeadlineExceeded
 		}
 	}
-	if r.lastErr != nil && !Permanent(r.lastErr) {
+	if r.lastErr != nil && !Refused(r.lastErr) {
 		return r.lastErr
 	}
 	return nil

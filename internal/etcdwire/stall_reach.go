@@ -1,4 +1,4 @@
-package campaign
+package etcdwire
 
 import (
 	"context"
@@ -26,7 +26,7 @@ type pickingClient struct {
 	// fromHistory counts the watches created on the client's streams
 	// from a past revision (clientv3's own re-opens of a broken stream
 	// among them): until etcd has caught such a watch up, it answers no
-	// progress request on its stream (termStream.ask).
+	// progress request on its stream (Stream.ask).
 	fromHistory atomic.Int64
 
 	mu sync.Mutex
@@ -110,13 +110,13 @@ func (p *pickingClient) member() string {
 	return p.on
 }
 
-// hedged runs f, a read, and runs it again every r while no run has
+// Hedged runs f, a read, and runs it again every r while no run has
 // answered: the balancer may have sent it to a frozen member, whose
 // connection looks healthy, and a wait's reads are on the way to the next
 // child's start. The first answer counts and ends the other runs; a read
 // asked twice is answered the same. It returns f's error when every run
 // has failed.
-func hedged[T any](ctx context.Context, r time.Duration, f func(context.Context) (T, error)) (T, error) {
+func Hedged[T any](ctx context.Context, r time.Duration, f func(context.Context) (T, error)) (T, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type answer struct {

@@ -1,4 +1,4 @@
-package campaign
+package etcdwire
 
 import (
 	"sync"
@@ -7,14 +7,14 @@ import (
 	"github.com/etcdlead/etcdlead/internal/bootclock"
 )
 
-// A beat is one boot-clock ticker of period r shared by every leader that
-// renews every r over one client (renewals.beat): their renewals go out
+// A Beat is one boot-clock ticker of period r shared by every leader that
+// renews every r over one client (Renewals.Beat): their renewals go out
 // together, as clientv3's own keep-alive loop sends its leases', so that a
 // client with many terms wakes once per r instead of once per term, and
 // its renewals leave, and their answers come back, in a few writes rather
 // than one each. A term's attempts still follow one another by r at most
-// (Term.renewLoop), so sharing the beat costs no outage tolerance.
-type beat struct {
+// (campaign/lead.go), so sharing the beat costs no outage tolerance.
+type Beat struct {
 	r   time.Duration
 	now func() time.Duration
 
@@ -25,26 +25,26 @@ type beat struct {
 	done chan struct{}
 }
 
-// beatOf returns the beat of period r on this client, started on its first
+// Beat returns the beat of period r on this client, started on its first
 // subscriber and stopped after its last.
-func (rs *renewals) beatOf(r time.Duration, now func() time.Duration) *beat {
+func (rs *Renewals) Beat(r time.Duration, now func() time.Duration) *Beat {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if rs.beats == nil {
-		rs.beats = map[time.Duration]*beat{}
+		rs.beats = map[time.Duration]*Beat{}
 	}
 	b, ok := rs.beats[r]
 	if !ok {
-		b = &beat{r: r, now: now, subs: map[chan struct{}]struct{}{}}
+		b = &Beat{r: r, now: now, subs: map[chan struct{}]struct{}{}}
 		rs.beats[r] = b
 	}
 	return b
 }
 
-// subscribe returns a channel that receives at each tick (a tick missed by
+// Subscribe returns a channel that receives at each tick (a tick missed by
 // a slow receiver is dropped, not queued), the boot-clock time of the next
 // tick as things stand, and a function that ends the subscription.
-func (b *beat) subscribe() (<-chan struct{}, time.Duration, func()) {
+func (b *Beat) Subscribe() (<-chan struct{}, time.Duration, func()) {
 	ch := make(chan struct{}, 1)
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -66,7 +66,7 @@ func (b *beat) subscribe() (<-chan struct{}, time.Duration, func()) {
 	}
 }
 
-func (b *beat) run(tick *bootclock.Ticker, done chan struct{}) {
+func (b *Beat) run(tick *bootclock.Ticker, done chan struct{}) {
 	for {
 		select {
 		case <-done:

@@ -1,4 +1,4 @@
-package campaign
+package etcdwire
 
 import (
 	"context"
@@ -13,16 +13,16 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// The stall bound starts at r, doubles for each stream in a row that
-// answers nothing, never passes T/2, and after an answer is twice what the
+// The stall bound starts at Cadence.Stall, doubles for each stream in a row that
+// answers nothing, never passes Cadence.Max, and after an answer is twice what the
 // answer took: a slow link settles on one stream instead of replacing one
-// after another, and a fast one comes back to r.
+// after another, and a fast one comes back to where it started.
 func TestNextBound(t *testing.T) {
-	ttl := 2 * time.Second // r = 200ms
+	c := Cadence{Stall: 200 * time.Millisecond, Max: time.Second} // campaign's at T = 2 s
 	var got []time.Duration
-	b := stallBound(ttl)
+	b := c.Stall
 	for range 4 {
-		b = nextBound(ttl, b, -1)
+		b = c.nextBound(b, -1)
 		got = append(got, b)
 	}
 	want := []time.Duration{400 * time.Millisecond, 800 * time.Millisecond, time.Second, time.Second}
@@ -31,13 +31,13 @@ func TestNextBound(t *testing.T) {
 			t.Fatalf("bounds after streams that answered nothing: %v, want %v", got, want)
 		}
 	}
-	for _, c := range []struct{ bound, took, want time.Duration }{
-		{time.Second, 700 * time.Millisecond, time.Second},                       // a slow answer: twice it, capped at T/2
+	for _, tc := range []struct{ bound, took, want time.Duration }{
+		{time.Second, 700 * time.Millisecond, time.Second},                       // a slow answer: twice it, capped at Max
 		{800 * time.Millisecond, 300 * time.Millisecond, 600 * time.Millisecond}, // twice what it took
-		{time.Second, 5 * time.Millisecond, 200 * time.Millisecond},              // a fast answer: back to r
+		{time.Second, 5 * time.Millisecond, 200 * time.Millisecond},              // a fast answer: back to Stall
 	} {
-		if b := nextBound(ttl, c.bound, c.took); b != c.want {
-			t.Errorf("after an answer in %v (bound %v): %v, want %v", c.took, c.bound, b, c.want)
+		if b := c.nextBound(tc.bound, tc.took); b != tc.want {
+			t.Errorf("after an answer in %v (bound %v): %v, want %v", tc.took, tc.bound, b, tc.want)
 		}
 	}
 }
@@ -123,7 +123,7 @@ func TestAskAgainOnlyWhileAWatchCatchesUp(t *testing.T) {
 	const bound = time.Second
 	w := &progressCounter{}
 	g := &streamGen{w: w, client: &pickingClient{}, ctx: t.Context()}
-	s := &termStream{}
+	s := &Stream{}
 	silent := make(chan clientv3.WatchResponse)
 
 	var synced int64

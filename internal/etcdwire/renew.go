@@ -1,4 +1,4 @@
-package campaign
+package etcdwire
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 // once (no leader) is not asked in a tight loop.
 const renewPause = 50 * time.Millisecond
 
-// renewals sends every lease renewal of one client over one LeaseKeepAlive
+// Renewals sends every lease renewal of one client over one LeaseKeepAlive
 // stream, opened when first needed and again after it fails, instead of a
 // stream per renewal as clientv3's KeepAliveOnce does: a stream costs both
 // ends far more than the renewal it carries. The stream is opened on the
@@ -53,7 +53,7 @@ const renewPause = 50 * time.Millisecond
 // newer send, with a later send time. Sends die only with their stream, and
 // an answer is only ever matched on the stream it came from, so answers on
 // two streams are each credited to their own send.
-type renewals struct {
+type Renewals struct {
 	cli *clientv3.Client
 	// open opens a stream on a member none of avoid names, where it can:
 	// openOn on cli, or a test's fake.
@@ -65,18 +65,18 @@ type renewals struct {
 	turn chan struct{}
 
 	// rev is the highest revision an answer's header named: etcd's
-	// revision at the member that answered, which the term's watch stream
-	// is held to (termStream.needless).
+	// revision at the member that answered, which a term's watch stream
+	// is held to (Stream.needless).
 	rev atomic.Int64
 	// raftTerm is the highest raft term a header named, on any request
-	// of the client's terms (seeTerm).
+	// of the client's terms (SeeHeader).
 	raftTerm atomic.Int64
 
 	mu   sync.Mutex
 	cur  *keepAliveStream   // where sends go: nil until opened, and once it failed
 	live []*keepAliveStream // cur and the quiet streams it replaced, while they live
 	// beats are the leaders' shared tickers, by renewal interval.
-	beats map[time.Duration]*beat
+	beats map[time.Duration]*Beat
 }
 
 // keepAliveStream is one open LeaseKeepAlive stream and its sends that
@@ -109,39 +109,40 @@ type renewalAnswer struct {
 	err error
 }
 
-// renewed is one renewal etcd answered: the send time of the request it
-// answered, the TTL it answered (0 for a lease that is gone) and the
-// revision its answer named.
-type renewed struct {
-	at       time.Duration
-	ttl, rev int64
+// Renewed is one renewal etcd answered: the boot-clock send time of the
+// request it answered, the TTL it answered (0 for a lease that is gone)
+// and the revision its answer named.
+type Renewed struct {
+	At       time.Duration
+	TTL, Rev int64
 }
 
-// byClient holds one renewals per client, for as long as the client is open,
+// byClient holds one Renewals per client, for as long as the client is open,
 // so that every campaigner and term on a client shares one stream.
-var byClient sync.Map // *clientv3.Client → *renewals
+var byClient sync.Map // *clientv3.Client → *Renewals
 
-func renewalsOf(cli *clientv3.Client) *renewals {
+// RenewalsOf is the renewals of cli, shared by everyone who renews on it.
+func RenewalsOf(cli *clientv3.Client) *Renewals {
 	if r, ok := byClient.Load(cli); ok {
-		return r.(*renewals)
+		return r.(*Renewals)
 	}
-	fresh := &renewals{cli: cli, turn: make(chan struct{}, 1), streams: len(cli.Endpoints()) + 1}
+	fresh := &Renewals{cli: cli, turn: make(chan struct{}, 1), streams: len(cli.Endpoints()) + 1}
 	fresh.open = fresh.openOn
 	r, loaded := byClient.LoadOrStore(cli, fresh)
 	if !loaded {
 		// A stream opened on the client ends with it; so does the entry.
 		context.AfterFunc(cli.Ctx(), func() { byClient.Delete(cli) })
 	}
-	return r.(*renewals)
+	return r.(*Renewals)
 }
 
-// renew renews lease once, within bound: it returns what etcd answered.
+// Renew renews lease once, within bound: it returns what etcd answered.
 // A stream that ends before the bound is replaced and the renewal sent
 // again on the new one. A renewal still unanswered at the bound
 // leaves its send pending on its stream, so that a late answer is still
 // credited to it and to no newer send. quiet is how long a send may go
-// unanswered before the stream counts as quiet (see renewals).
-func (r *renewals) renew(ctx context.Context, lease clientv3.LeaseID, bound, quiet time.Duration, now func() time.Duration) (renewed, error) {
+// unanswered before the stream counts as quiet (see Renewals).
+func (r *Renewals) Renew(ctx context.Context, lease clientv3.LeaseID, bound, quiet time.Duration, now func() time.Duration) (Renewed, error) {
 	bctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	pause := renewPause
@@ -160,21 +161,21 @@ func (r *renewals) renew(ctx context.Context, lease clientv3.LeaseID, bound, qui
 			}
 			r.leave(ka)
 			if a.err == nil {
-				return renewed{at: s.at, ttl: a.ttl, rev: a.rev}, nil
+				return Renewed{At: s.at, TTL: a.ttl, Rev: a.rev}, nil
 			}
 			err = a.err
 		}
 		if bctx.Err() != nil {
-			return renewed{}, bctx.Err()
+			return Renewed{}, bctx.Err()
 		}
-		if Permanent(err) || errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return renewed{}, err
+		if Refused(err) || errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return Renewed{}, err
 		}
 		select {
 		case <-time.After(pause):
 			pause *= 2
 		case <-bctx.Done():
-			return renewed{}, bctx.Err()
+			return Renewed{}, bctx.Err()
 		}
 	}
 }
@@ -183,7 +184,7 @@ func (r *renewals) renew(ctx context.Context, lease clientv3.LeaseID, bound, qui
 // there is none or the current one is quiet, and returns the stream and the
 // send, which hears its answer. The caller waits on the stream until it
 // calls leave.
-func (r *renewals) send(ctx context.Context, lease clientv3.LeaseID, quiet time.Duration, now func() time.Duration) (*keepAliveStream, *renewalSend, error) {
+func (r *Renewals) send(ctx context.Context, lease clientv3.LeaseID, quiet time.Duration, now func() time.Duration) (*keepAliveStream, *renewalSend, error) {
 	select {
 	case r.turn <- struct{}{}:
 	case <-ctx.Done():
@@ -221,7 +222,7 @@ func (r *renewals) send(ctx context.Context, lease clientv3.LeaseID, quiet time.
 
 // stream is the stream to send on: cur, unless there is none or it is
 // quiet and another may be opened.
-func (r *renewals) stream(ctx context.Context, quiet time.Duration) (*keepAliveStream, error) {
+func (r *Renewals) stream(ctx context.Context, quiet time.Duration) (*keepAliveStream, error) {
 	r.mu.Lock()
 	ka := r.cur
 	var avoid []string // members that quiet streams are on
@@ -263,7 +264,7 @@ func (ka *keepAliveStream) quiet(bound time.Duration) bool {
 
 // retire marks ka as replaced, ending it at once when no attempt waits on
 // it.
-func (r *renewals) retire(ka *keepAliveStream) {
+func (r *Renewals) retire(ka *keepAliveStream) {
 	ka.mu.Lock()
 	ka.retired = true
 	idle := ka.waiting == 0
@@ -278,7 +279,7 @@ var errRetired = errors.New("lease renewal stream: replaced")
 
 // leave records that an attempt waits no longer on ka; a retired stream
 // ends with its last attempt.
-func (r *renewals) leave(ka *keepAliveStream) {
+func (r *Renewals) leave(ka *keepAliveStream) {
 	ka.mu.Lock()
 	ka.waiting--
 	idle := ka.retired && ka.waiting == 0
@@ -292,7 +293,7 @@ func (r *renewals) leave(ka *keepAliveStream) {
 // of avoid names where the balancer offers one within a few picks. The
 // stream itself lives with the client, not with ctx, since later renewals
 // use it too.
-func (r *renewals) openOn(ctx context.Context, avoid []string) (*keepAliveStream, error) {
+func (r *Renewals) openOn(ctx context.Context, avoid []string) (*keepAliveStream, error) {
 	for picks := 2 * len(r.cli.Endpoints()); ; picks-- {
 		sctx, cancel := context.WithCancelCause(clientv3.WithRequireLeader(r.cli.Ctx()))
 		stop := context.AfterFunc(ctx, func() { cancel(ctx.Err()) })
@@ -315,7 +316,7 @@ func (r *renewals) openOn(ctx context.Context, avoid []string) (*keepAliveStream
 }
 
 // receive hands each answer to its send until the stream ends.
-func (r *renewals) receive(ka *keepAliveStream) {
+func (r *Renewals) receive(ka *keepAliveStream) {
 	for {
 		resp, err := ka.stream.Recv()
 		if err != nil {
@@ -326,7 +327,7 @@ func (r *renewals) receive(ka *keepAliveStream) {
 		if resp.Header != nil {
 			rev = resp.Header.Revision
 			r.seen(rev)
-			r.seeTerm(resp.Header)
+			r.SeeHeader(resp.Header)
 		}
 		ka.mu.Lock()
 		i := slices.IndexFunc(ka.pending, func(s *renewalSend) bool { return int64(s.lease) == resp.ID })
@@ -344,11 +345,36 @@ func (r *renewals) receive(ka *keepAliveStream) {
 }
 
 // seen records that etcd's revision is at least rev.
-func (r *renewals) seen(rev int64) { raise(&r.rev, rev) }
+func (r *Renewals) seen(rev int64) { raise(&r.rev, rev) }
+
+// Revision is the highest revision an answer to a renewal named.
+func (r *Renewals) Revision() int64 { return r.rev.Load() }
+
+// SeeHeader records that etcd's raft term is at least h's: every answer on
+// the client, renewals and the protocol's own requests, feeds it.
+func (r *Renewals) SeeHeader(h *pb.ResponseHeader) {
+	if h != nil {
+		raise(&r.raftTerm, int64(h.RaftTerm))
+	}
+}
+
+// RaftTerm is the highest raft term any answer on the client named.
+func (r *Renewals) RaftTerm() uint64 { return uint64(r.raftTerm.Load()) }
+
+// raise sets a to v if v is greater: a value that only moves forward,
+// whatever order concurrent writers come in.
+func raise(a *atomic.Int64, v int64) {
+	for {
+		old := a.Load()
+		if v <= old || a.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
 
 // drop ends ka, if it has not ended yet, and answers its pending sends
 // with err; the next renewal opens a new stream.
-func (r *renewals) drop(ka *keepAliveStream, err error) {
+func (r *Renewals) drop(ka *keepAliveStream, err error) {
 	r.mu.Lock()
 	if r.cur == ka {
 		r.cur = nil

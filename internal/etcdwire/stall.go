@@ -1,4 +1,4 @@
-package campaign
+package etcdwire
 
 import (
 	"context"
@@ -12,30 +12,32 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// termStream is a term's own watch stream: the guard's watches and the
-// wait's all run on it, so that one progress request asks after all of
-// them. A member that is frozen, or behind a link that carries nothing,
-// keeps the stream open and sends nothing; no error ever comes, and etcd's
-// own progress notifications are minutes apart. So the term asks: every
-// progressEvery, a progress request, which etcd answers on the stream once
-// the stream's watches have delivered everything up to the revision it
-// names. While only the guard watches, it asks only when there may be
-// something to miss: when the renewals' answers name a revision past the
-// last one the stream confirmed (needless); an idle election, where
-// nothing is written, then costs etcd no request for it at all. A stream that answers nothing within stallBound is stalled: it is
-// replaced by a new one, opened on another member where the client has
-// one, and every watch on it is opened again on the new stream from where
-// it stood (watchOn). etcd replays what
-// the stalled stream did not deliver from its history, so nothing is lost
-// and nothing needs reading; a revision compacted away in between fails
-// the watch, which its owner answers with a read, as any broken watch.
+// Stream is a term's own watch stream: the guard's watches and the wait's
+// all run on it, so that one progress request asks after all of them. A
+// member that is frozen, or behind a link that carries nothing, keeps the
+// stream open and sends nothing; no error ever comes, and etcd's own
+// progress notifications are minutes apart. So the stream asks: at the
+// cadence its owner gives (Cadence), a progress request, which etcd
+// answers on the stream once the stream's watches have delivered
+// everything up to the revision it names. While only the guard watches,
+// it asks only when there may be something to miss: when the renewals'
+// answers name a revision past the last one the stream confirmed
+// (needless); an idle election, where nothing is written, then costs etcd
+// no request for it at all. A stream that answers nothing within the
+// stall bound is stalled: it is replaced by a new one, opened on another
+// member where the client has one, and every watch on it is opened again
+// on the new stream from where it stood (WatchOn). etcd replays what the
+// stalled stream did not deliver from its history, so nothing is lost and
+// nothing needs reading; a revision compacted away in between fails the
+// watch, which its owner answers with a read, as any broken watch.
 //
-// It is a clientv3.Watcher so that Revoke closes it as it would any.
-type termStream struct {
+// It is a clientv3.Watcher so that a lease revoke's owner closes it as it
+// would any.
+type Stream struct {
 	cli  *clientv3.Client
 	log  hclog.Logger
 	key  string // the probe's key: the term's queue key
-	ttl  time.Duration
+	pace Cadence
 	poke chan struct{} // a wait started: the cadence may have changed
 	done chan struct{} // closed by Close
 
@@ -46,12 +48,12 @@ type termStream struct {
 
 	waits atomic.Int32 // waits watching on the stream now
 	// known is the highest revision etcd is known to have reached, from
-	// the renewals' answers on the same client (renewals.rev).
+	// the renewals' answers on the same client (Renewals.Revision).
 	known func() int64
 	asked atomic.Int64 // progress requests asked (ask), for tests
 }
 
-// streamGen is one watcher of a termStream, which lives until it is
+// streamGen is one watcher of a Stream, which lives until it is
 // found stalled; gone is closed then, before the watcher is.
 type streamGen struct {
 	w      clientv3.Watcher
@@ -63,39 +65,50 @@ type streamGen struct {
 	cancel context.CancelFunc
 }
 
-func newTermStream(cli *clientv3.Client, log hclog.Logger, key string, ttl time.Duration) *termStream {
-	s := &termStream{cli: cli, log: log, key: key, ttl: ttl, poke: make(chan struct{}, 1), done: make(chan struct{}),
-		known: renewalsOf(cli).rev.Load}
+// Cadence is how often a Stream asks, and how long it waits for an answer;
+// its owner decides both (campaign/timing.go).
+type Cadence struct {
+	Wait  time.Duration // between questions while a wait watches
+	Guard time.Duration // between questions while only the guard watches
+	Stall time.Duration // the first bound on an answer (nextBound)
+	Max   time.Duration // the bound never exceeds it
+}
+
+// NewStream opens a watch stream on cli whose probe watches key; Monitor
+// then asks after it.
+func NewStream(cli *clientv3.Client, log hclog.Logger, key string, pace Cadence) *Stream {
+	s := &Stream{cli: cli, log: log, key: key, pace: pace, poke: make(chan struct{}, 1), done: make(chan struct{}),
+		known: RenewalsOf(cli).Revision}
 	s.cur = s.open(nil)
 	return s
 }
 
 // open makes a watcher whose gRPC streams avoid the given members.
-func (s *termStream) open(avoid []string) *streamGen {
+func (s *Stream) open(avoid []string) *streamGen {
 	pc := &pickingClient{WatchClient: pb.NewWatchClient(s.cli.ActiveConnection()), picks: 2 * len(s.cli.Endpoints()), avoid: avoid}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &streamGen{w: clientv3.NewWatchFromWatchClient(pc, s.cli), client: pc, gone: make(chan struct{}), ctx: ctx, cancel: cancel}
 }
 
-func (s *termStream) current() *streamGen {
+func (s *Stream) current() *streamGen {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cur
 }
 
-// Watch watches on the current stream; watchOn follows replacements.
-func (s *termStream) Watch(ctx context.Context, key string, opts ...clientv3.OpOption) clientv3.WatchChan {
+// Watch watches on the current stream; WatchOn follows replacements.
+func (s *Stream) Watch(ctx context.Context, key string, opts ...clientv3.OpOption) clientv3.WatchChan {
 	return s.current().w.Watch(ctx, key, opts...)
 }
 
 // RequestProgress asks the current stream for a progress notification.
-func (s *termStream) RequestProgress(ctx context.Context) error {
+func (s *Stream) RequestProgress(ctx context.Context) error {
 	return s.current().w.RequestProgress(ctx)
 }
 
 // Close closes the current stream, and with it every watch on it; no
 // stream is opened after it.
-func (s *termStream) Close() error {
+func (s *Stream) Close() error {
 	s.mu.Lock()
 	if !s.closed {
 		close(s.done)
@@ -111,7 +124,7 @@ func (s *termStream) Close() error {
 
 // replace puts a new stream in g's place, unless g was replaced already
 // or the stream is closed, and closes g.
-func (s *termStream) replace(g *streamGen, after time.Duration) {
+func (s *Stream) replace(g *streamGen, after time.Duration) {
 	s.mu.Lock()
 	if s.closed || s.cur != g {
 		s.mu.Unlock()
@@ -134,15 +147,15 @@ func (s *termStream) replace(g *streamGen, after time.Duration) {
 
 // answered records that the current stream answered: every member is
 // worth a try again.
-func (s *termStream) answered() {
+func (s *Stream) answered() {
 	s.mu.Lock()
 	s.avoid = nil
 	s.mu.Unlock()
 }
 
-// waiting records a wait's watches on the stream until the returned func
-// is called: while one lasts, the stream is asked after more often.
-func (s *termStream) waiting() func() {
+// Waiting records a wait's watches on the stream until the returned func
+// is called: while one lasts, the stream is asked after at Cadence.Wait.
+func (s *Stream) Waiting() func() {
 	s.waits.Add(1)
 	select {
 	case s.poke <- struct{}{}:
@@ -152,50 +165,33 @@ func (s *termStream) waiting() func() {
 }
 
 // progressEvery is how often the stream is asked for progress.
-//
-// While a wait watches, T/2 - 5q/2 with q = quietAfter (T/4 up to a TTL of
-// 10 s): a stall that begins just before the term ahead ends is noticed
-// within T/2 - 3q/2 of it, and the watches re-opened at once, which leaves 3q/2 of
-// T/2 for the wake-up's reads and the child's start: a handoff during a
-// stall still completes within T/2 of the old child's end. A wait asks
-// whether or not the revision moved: its own renewals, which would tell,
-// come only every T/3. With the guard alone, guardEvery: see there.
-func (s *termStream) progressEvery() time.Duration {
+func (s *Stream) progressEvery() time.Duration {
 	if s.waits.Load() > 0 {
-		return s.ttl/2 - 5*quietAfter(s.ttl)/2
+		return s.pace.Wait
 	}
-	return guardEvery(s.ttl)
+	return s.pace.Guard
 }
-
-// stallBound is how long a stream may leave a progress request (or a new
-// stream its first watch) unanswered before it counts as stalled:
-// quietAfter, the same judgement a renewal stream is held to
-// (renewals, "A quiet stream"). An answer needs no raft round, only the
-// member itself. A healthy stream judged stalled costs one new stream and
-// the replays of its watches, nothing more. It is where the bound starts:
-// the monitor doubles it for each stream in a row that answers nothing,
-// and sets it to twice the time the last answer took, so that a slow link,
-// whose answers come late but come, settles on a stream instead of
-// replacing one after another.
-func stallBound(ttl time.Duration) time.Duration { return quietAfter(ttl) }
 
 // nextBound is the bound after a stream answered (took, its answer's
-// time) or not (took < 0): see stallBound. It never exceeds T/2, the time
-// a handoff may take.
-func nextBound(ttl, bound, took time.Duration) time.Duration {
+// time) or not (took < 0): doubled for each stream in a row that answers
+// nothing, and twice the time the last answer took, so that a slow link,
+// whose answers come late but come, settles on a stream instead of
+// replacing one after another. It starts at Cadence.Stall and never
+// exceeds Cadence.Max.
+func (c Cadence) nextBound(bound, took time.Duration) time.Duration {
 	if took < 0 {
-		return min(2*bound, ttl/2)
+		return min(2*bound, c.Max)
 	}
-	return min(max(stallBound(ttl), 2*took), ttl/2)
+	return min(max(c.Stall, 2*took), c.Max)
 }
 
-// monitor asks after the stream until ctx ends, and replaces it when it
+// Monitor asks after the stream until ctx ends, and replaces it when it
 // stalls. It keeps a probe watch of its own on the stream, on the term's
 // queue key: the answers to progress requests reach every watch on the
 // stream, so the probe hears them whatever else watches, and its creation
 // on a new stream is that stream's first answer.
-func (s *termStream) monitor(ctx context.Context) {
-	bound := stallBound(s.ttl)
+func (s *Stream) Monitor(ctx context.Context) {
+	bound := s.pace.Stall
 	var (
 		g         *streamGen
 		probe     clientv3.WatchChan
@@ -253,7 +249,7 @@ func (s *termStream) monitor(ctx context.Context) {
 // hands on what it hears until g ends. A watch's creation returns only
 // once its member answers it, so it is made here, not in the monitor,
 // which must judge a silent member meanwhile.
-func (s *termStream) probe(g *streamGen) clientv3.WatchChan {
+func (s *Stream) probe(g *streamGen) clientv3.WatchChan {
 	out := make(chan clientv3.WatchResponse)
 	go func() {
 		defer close(out)
@@ -276,21 +272,21 @@ func (s *termStream) probe(g *streamGen) clientv3.WatchChan {
 // been made that the stream did not deliver. A write (a key deleted, a
 // resign request) moves the revision, which the next renewal answer, at
 // most r later, names; the stream is asked at the next pause's end.
-func (s *termStream) needless(confirmed int64) bool {
+func (s *Stream) needless(confirmed int64) bool {
 	k := s.known()
 	return s.waits.Load() == 0 && k > 0 && k <= confirmed
 }
 
 // judge acts on what a stream said within bound, after took: nothing at
 // all, and it is replaced. It returns the bound for the next question.
-func (s *termStream) judge(ctx context.Context, g *streamGen, answered, ended bool, bound, took time.Duration) time.Duration {
+func (s *Stream) judge(ctx context.Context, g *streamGen, answered, ended bool, bound, took time.Duration) time.Duration {
 	switch {
 	case answered:
 		s.answered()
-		return nextBound(s.ttl, bound, took)
+		return s.pace.nextBound(bound, took)
 	case !ended && ctx.Err() == nil:
 		s.replace(g, bound)
-		return nextBound(s.ttl, bound, -1)
+		return s.pace.nextBound(bound, -1)
 	}
 	return bound
 }
@@ -304,7 +300,7 @@ func (s *termStream) judge(ctx context.Context, g *streamGen, answered, ended bo
 // quarter of the bound. Otherwise once: a stream that is merely slow, or a
 // process starved of CPU, would be asked four times for one answer, and a
 // whole fleet at once where etcd itself is slow.
-func (s *termStream) ask(ctx context.Context, g *streamGen, probe clientv3.WatchChan, bound time.Duration, synced *int64) (rev int64, ended bool) {
+func (s *Stream) ask(ctx context.Context, g *streamGen, probe clientv3.WatchChan, bound time.Duration, synced *int64) (rev int64, ended bool) {
 	s.asked.Add(1)
 	end := time.Now().Add(bound)
 	// An answer may be to the first request: it vouches for the watches
@@ -333,7 +329,7 @@ func (s *termStream) ask(ctx context.Context, g *streamGen, probe clientv3.Watch
 // probe's watch ended, the stream was replaced or ctx ended. A wait that
 // starts meanwhile shortens the pause to its cadence; what the probe hears
 // is read as it comes.
-func (s *termStream) pause(ctx context.Context, g *streamGen, probe clientv3.WatchChan, last time.Time) (due, ended bool) {
+func (s *Stream) pause(ctx context.Context, g *streamGen, probe clientv3.WatchChan, last time.Time) (due, ended bool) {
 	for {
 		t := time.NewTimer(time.Until(last.Add(s.progressEvery())))
 		select {
@@ -415,8 +411,16 @@ func drain(probe clientv3.WatchChan) {
 	}
 }
 
-// termStream is the term's stream, once the guard has opened it.
-func (t *Term) termStream() *termStream {
-	s, _ := t.watches.(*termStream)
-	return s
+// Asked is how many times the stream has been asked for progress (each
+// ask may send a request more than once).
+func (s *Stream) Asked() int64 { return s.asked.Load() }
+
+// sleep waits for d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	wait := time.NewTimer(d)
+	defer wait.Stop()
+	select {
+	case <-wait.C:
+	case <-ctx.Done():
+	}
 }

@@ -1,4 +1,4 @@
-package campaign
+package etcdwire
 
 import (
 	"testing"
@@ -10,15 +10,15 @@ import (
 // One beat per client and interval: every subscriber hears each tick; the
 // ticker runs only while someone listens, and starts again for the next.
 func TestBeatShared(t *testing.T) {
-	rs := &renewals{}
+	rs := &Renewals{}
 	const r = 20 * time.Millisecond
-	b := rs.beatOf(r, bootclock.Now)
-	if rs.beatOf(r, bootclock.Now) != b || rs.beatOf(2*r, bootclock.Now) == b {
+	b := rs.Beat(r, bootclock.Now)
+	if rs.Beat(r, bootclock.Now) != b || rs.Beat(2*r, bootclock.Now) == b {
 		t.Fatal("one beat per interval on a client")
 	}
 	before := bootclock.Now()
-	c1, next, stop1 := b.subscribe()
-	c2, _, stop2 := b.subscribe()
+	c1, next, stop1 := b.Subscribe()
+	c2, _, stop2 := b.Subscribe()
 	if next < before+r || next > bootclock.Now()+r {
 		t.Errorf("next tick at %v, want about %v after the start %v", next, r, before)
 	}
@@ -39,7 +39,7 @@ func TestBeatShared(t *testing.T) {
 	default:
 		t.Fatal("the beat still runs with no subscriber")
 	}
-	c3, _, stop3 := b.subscribe()
+	c3, _, stop3 := b.Subscribe()
 	defer stop3()
 	select {
 	case <-c3:
