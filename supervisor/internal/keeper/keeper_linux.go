@@ -257,28 +257,6 @@ type startResult struct {
 func runChild(kc keeperConfig, log hclog.Logger, tty bool, started chan<- startResult, exited, release chan struct{}) {
 	runtime.LockOSThread()
 	defer func() { <-release }()
-	command := func(cgroupFD int) *exec.Cmd {
-		return &exec.Cmd{
-			Path: kc.path, Args: kc.argv,
-			Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-			Env: append(os.Environ(), kc.env...),
-			SysProcAttr: &syscall.SysProcAttr{
-				// A group of its own, and where no terminal is in the
-				// way, a session too: the kernel's autogroup scheduling
-				// then shares the CPU between sessions before processes,
-				// so a child's tree that takes every CPU it can does not
-				// starve the keeper and the supervisor, in the session
-				// the child leaves, of the time to fence it.
-				Setsid:      !tty,
-				Setpgid:     tty,
-				Pdeathsig:   syscall.SIGKILL,
-				Foreground:  tty,
-				Ctty:        0,
-				UseCgroupFD: cgroupFD >= 0,
-				CgroupFD:    cgroupFD,
-			},
-		}
-	}
 	cgroupFD := -1
 	var cgroupErr error
 	if kc.cgroup != "" {
@@ -298,13 +276,13 @@ func runChild(kc keeperConfig, log hclog.Logger, tty bool, started chan<- startR
 			return
 		}
 	}
-	cmd := command(cgroupFD)
+	cmd := childCommand(kc, tty, cgroupFD)
 	err := cmd.Start()
 	if err != nil && cgroupFD >= 0 {
 		// The kernel refused the cgroup (a limit reached since it was
 		// made, say), not the command: start it without.
 		cgroupErr = err
-		cmd = command(-1)
+		cmd = childCommand(kc, tty, -1)
 		err = cmd.Start()
 	}
 	if err != nil {
@@ -315,6 +293,37 @@ func runChild(kc keeperConfig, log hclog.Logger, tty bool, started chan<- startR
 	log.Trace("child forked")
 	started <- startResult{pid: pid, cgroupErr: cgroupErr}
 	defer close(exited)
+	awaitExit(pid)
+}
+
+// childCommand is the child's command, started in the cgroup open at
+// cgroupFD (-1: none).
+func childCommand(kc keeperConfig, tty bool, cgroupFD int) *exec.Cmd {
+	return &exec.Cmd{
+		Path: kc.path, Args: kc.argv,
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		Env: append(os.Environ(), kc.env...),
+		SysProcAttr: &syscall.SysProcAttr{
+			// A group of its own, and where no terminal is in the
+			// way, a session too: the kernel's autogroup scheduling
+			// then shares the CPU between sessions before processes,
+			// so a child's tree that takes every CPU it can does not
+			// starve the keeper and the supervisor, in the session
+			// the child leaves, of the time to fence it.
+			Setsid:      !tty,
+			Setpgid:     tty,
+			Pdeathsig:   syscall.SIGKILL,
+			Foreground:  tty,
+			Ctty:        0,
+			UseCgroupFD: cgroupFD >= 0,
+			CgroupFD:    cgroupFD,
+		},
+	}
+}
+
+// awaitExit returns once the child pid has exited, leaving it unreaped
+// (WNOWAIT).
+func awaitExit(pid int) {
 	for {
 		var info unix.Siginfo
 		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
