@@ -138,27 +138,7 @@ func (w *statusWatch) follow(ctx context.Context, rev int64, lost <-chan struct{
 	defer cancel()
 	watches := w.layout.Watch(wctx, w.cli, rev+1)
 	health := len(watches) - 1 // the verdicts' watch, which a role may not cover
-	type watched struct {
-		i    int
-		resp clientv3.WatchResponse
-		ok   bool
-	}
-	merged := make(chan watched)
-	for i, ch := range watches {
-		go func() {
-			for {
-				resp, ok := <-ch
-				select {
-				case merged <- watched{i, resp, ok}:
-				case <-wctx.Done():
-					return
-				}
-				if !ok {
-					return
-				}
-			}
-		}()
-	}
+	merged := mergeWatches(wctx, watches)
 	for {
 		var x watched
 		select {
@@ -194,6 +174,36 @@ func (w *statusWatch) follow(ctx context.Context, rev int64, lost <-chan struct{
 		}
 		rev = max(rev, r)
 	}
+}
+
+// watched is one receive from the i-th of the election's watches; ok is
+// false once that watch closed.
+type watched struct {
+	i    int
+	resp clientv3.WatchResponse
+	ok   bool
+}
+
+// mergeWatches forwards every receive from watches, the close of each
+// included, onto one channel, until ctx ends.
+func mergeWatches(ctx context.Context, watches []clientv3.WatchChan) <-chan watched {
+	merged := make(chan watched)
+	for i, ch := range watches {
+		go func() {
+			for {
+				resp, ok := <-ch
+				select {
+				case merged <- watched{i, resp, ok}:
+				case <-ctx.Done():
+					return
+				}
+				if !ok {
+					return
+				}
+			}
+		}()
+	}
+	return merged
 }
 
 // newer reports whether an event happened after the read at rev: the

@@ -91,23 +91,10 @@ const keeperFlush = time.Second
 // keeper's exit code, which nobody relies on: the status travels over the
 // pipe.
 func Run(args []string) int {
-	// Said first, and checked before anything is parsed or read: a
-	// supervisor of another protocol must learn so even where this keeper
-	// would misread the rest, and no child may start under it.
 	status := os.NewFile(statusFD, "status")
 	defer status.Close()
-	fmt.Fprintln(status, Hello())
-	if len(args) == 0 || args[0] != ProtocolArg() {
-		if len(args) == 0 || !strings.HasPrefix(args[0], "-protocol=") {
-			fmt.Fprintln(os.Stderr, "etcdlead keeper: only etcdlead starts a keeper")
-		}
-		// Else a supervisor of another protocol, which reads the line
-		// above, starts another keeper and logs why.
-		return ExitFailure
-	}
-	kc, err := parseKeeperArgs(args[1:])
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "etcdlead keeper:", err)
+	kc, ok := handshake(status, args)
+	if !ok {
 		return ExitFailure
 	}
 	// Caught rather than ignored, so the child starts with default
@@ -122,18 +109,8 @@ func Run(args []string) int {
 		Name: "etcdlead.keeper", Level: hclog.LevelFromString(kc.logLevel), JSONFormat: kc.logJSON,
 	})
 	defer logbuf.Flush(keeperFlush)
-	// The descriptors came without close-on-exec; the child must not hold
-	// them, or the supervisor could not see the keeper's death as EOF.
-	syscall.CloseOnExec(ctrlFD)
-	syscall.CloseOnExec(statusFD)
-	ctrl := os.NewFile(ctrlFD, "ctrl")
-
-	// Orphans of the child's tree, in whatever group or session, are
-	// re-parented here, so the keeper reaches them and knows when no
-	// descendant is left.
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		log.Warn("cannot become child subreaper", "error", err)
-	}
+	ctrl := ctrlPipe()
+	becomeSubreaper(log)
 
 	cmds := readCommands(ctrl)
 	log.Trace("keeper ready")
@@ -154,22 +131,10 @@ func Run(args []string) int {
 	defer close(release)
 	go runChild(kc, log, tty, started, exited, release)
 	res := <-started
-	switch {
-	case res.pastFence:
-		fmt.Fprint(status, Report{Op: OpPastFence, Late: res.late})
-		log.Warn("not starting the child: past its fence point", "late", res.late)
-		return 0
-	case res.err != nil:
-		fmt.Fprint(status, Report{Op: OpFailed, Code: res.code, Msg: res.err.Error()})
+	cg, ok := reportStart(status, log, kc.cgroup, res)
+	if !ok {
 		return 0
 	}
-	cg := kc.cgroup
-	if res.cgroupErr != nil {
-		cg = ""
-		log.Warn("cannot start the child in its cgroup; containing it by its process group instead", "cgroup", string(kc.cgroup), "error", res.cgroupErr)
-	}
-	fmt.Fprint(status, Report{Op: OpStarted, Pid: res.pid, InCgroup: cg != ""})
-	log.Debug("child started", "pid", res.pid, "cgroup", string(cg))
 
 	k := newKeeper(log, res.pid, g, clock, cg)
 	defer k.close()
@@ -177,6 +142,77 @@ func Run(args []string) int {
 	if tty {
 		restoreForeground(res.pid, ttyPgrp)
 	}
+	reportExit(status, log, g, cg)
+	return 0
+}
+
+// handshake says the keeper's protocol on the status pipe, then checks the
+// supervisor's and parses the rest of args; false means the keeper must
+// exit with ExitFailure. Said first, and checked before anything is parsed
+// or read: a supervisor of another protocol must learn so even where this
+// keeper would misread the rest, and no child may start under it.
+func handshake(status io.Writer, args []string) (keeperConfig, bool) {
+	fmt.Fprintln(status, Hello())
+	if len(args) == 0 || args[0] != ProtocolArg() {
+		if len(args) == 0 || !strings.HasPrefix(args[0], "-protocol=") {
+			fmt.Fprintln(os.Stderr, "etcdlead keeper: only etcdlead starts a keeper")
+		}
+		// Else a supervisor of another protocol, which reads the line
+		// above, starts another keeper and logs why.
+		return keeperConfig{}, false
+	}
+	kc, err := parseKeeperArgs(args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "etcdlead keeper:", err)
+		return kc, false
+	}
+	return kc, true
+}
+
+// ctrlPipe is the supervisor's command pipe. The descriptors came without
+// close-on-exec; the child must not hold them, or the supervisor could not
+// see the keeper's death as EOF.
+func ctrlPipe() *os.File {
+	syscall.CloseOnExec(ctrlFD)
+	syscall.CloseOnExec(statusFD)
+	return os.NewFile(ctrlFD, "ctrl")
+}
+
+// becomeSubreaper has orphans of the child's tree, in whatever group or
+// session, re-parented here, so the keeper reaches them and knows when no
+// descendant is left.
+func becomeSubreaper(log hclog.Logger) {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		log.Warn("cannot become child subreaper", "error", err)
+	}
+}
+
+// reportStart tells the supervisor how the start went, and returns the
+// cgroup the child runs in ("": its process group alone); false means no
+// child runs.
+func reportStart(status io.Writer, log hclog.Logger, want proctree.Cgroup, res startResult) (proctree.Cgroup, bool) {
+	switch {
+	case res.pastFence:
+		fmt.Fprint(status, Report{Op: OpPastFence, Late: res.late})
+		log.Warn("not starting the child: past its fence point", "late", res.late)
+		return "", false
+	case res.err != nil:
+		fmt.Fprint(status, Report{Op: OpFailed, Code: res.code, Msg: res.err.Error()})
+		return "", false
+	}
+	cg := want
+	if res.cgroupErr != nil {
+		cg = ""
+		log.Warn("cannot start the child in its cgroup; containing it by its process group instead", "cgroup", string(want), "error", res.cgroupErr)
+	}
+	fmt.Fprint(status, Report{Op: OpStarted, Pid: res.pid, InCgroup: cg != ""})
+	log.Debug("child started", "pid", res.pid, "cgroup", string(cg))
+	return cg, true
+}
+
+// reportExit tells the supervisor how the child ended, once nothing of its
+// tree is left.
+func reportExit(status io.Writer, log hclog.Logger, g *groupState, cg proctree.Cgroup) {
 	log.Trace("reporting exit")
 	fmt.Fprint(status, Report{Op: OpExit, Code: g.exitCode(), Reason: g.reason, Signaled: g.signaled() && g.reason == ReasonExited})
 	if g.reason == ReasonOrphaned && cg != "" {
@@ -184,7 +220,6 @@ func Run(args []string) int {
 		// this keeper's are left to the next etcdlead's clean-up.
 		_ = cg.Remove()
 	}
-	return 0
 }
 
 // awaitStart holds the keeper, exec'd and initialised, until its term is
@@ -222,28 +257,6 @@ type startResult struct {
 func runChild(kc keeperConfig, log hclog.Logger, tty bool, started chan<- startResult, exited, release chan struct{}) {
 	runtime.LockOSThread()
 	defer func() { <-release }()
-	command := func(cgroupFD int) *exec.Cmd {
-		return &exec.Cmd{
-			Path: kc.path, Args: kc.argv,
-			Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-			Env: append(os.Environ(), kc.env...),
-			SysProcAttr: &syscall.SysProcAttr{
-				// A group of its own, and where no terminal is in the
-				// way, a session too: the kernel's autogroup scheduling
-				// then shares the CPU between sessions before processes,
-				// so a child's tree that takes every CPU it can does not
-				// starve the keeper and the supervisor, in the session
-				// the child leaves, of the time to fence it.
-				Setsid:      !tty,
-				Setpgid:     tty,
-				Pdeathsig:   syscall.SIGKILL,
-				Foreground:  tty,
-				Ctty:        0,
-				UseCgroupFD: cgroupFD >= 0,
-				CgroupFD:    cgroupFD,
-			},
-		}
-	}
 	cgroupFD := -1
 	var cgroupErr error
 	if kc.cgroup != "" {
@@ -263,13 +276,13 @@ func runChild(kc keeperConfig, log hclog.Logger, tty bool, started chan<- startR
 			return
 		}
 	}
-	cmd := command(cgroupFD)
+	cmd := childCommand(kc, tty, cgroupFD)
 	err := cmd.Start()
 	if err != nil && cgroupFD >= 0 {
 		// The kernel refused the cgroup (a limit reached since it was
 		// made, say), not the command: start it without.
 		cgroupErr = err
-		cmd = command(-1)
+		cmd = childCommand(kc, tty, -1)
 		err = cmd.Start()
 	}
 	if err != nil {
@@ -280,6 +293,37 @@ func runChild(kc keeperConfig, log hclog.Logger, tty bool, started chan<- startR
 	log.Trace("child forked")
 	started <- startResult{pid: pid, cgroupErr: cgroupErr}
 	defer close(exited)
+	awaitExit(pid)
+}
+
+// childCommand is the child's command, started in the cgroup open at
+// cgroupFD (-1: none).
+func childCommand(kc keeperConfig, tty bool, cgroupFD int) *exec.Cmd {
+	return &exec.Cmd{
+		Path: kc.path, Args: kc.argv,
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		Env: append(os.Environ(), kc.env...),
+		SysProcAttr: &syscall.SysProcAttr{
+			// A group of its own, and where no terminal is in the
+			// way, a session too: the kernel's autogroup scheduling
+			// then shares the CPU between sessions before processes,
+			// so a child's tree that takes every CPU it can does not
+			// starve the keeper and the supervisor, in the session
+			// the child leaves, of the time to fence it.
+			Setsid:      !tty,
+			Setpgid:     tty,
+			Pdeathsig:   syscall.SIGKILL,
+			Foreground:  tty,
+			Ctty:        0,
+			UseCgroupFD: cgroupFD >= 0,
+			CgroupFD:    cgroupFD,
+		},
+	}
+}
+
+// awaitExit returns once the child pid has exited, leaving it unreaped
+// (WNOWAIT).
+func awaitExit(pid int) {
 	for {
 		var info unix.Siginfo
 		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)

@@ -96,24 +96,8 @@ func (k *keeper) loop(cmds <-chan Command, exited <-chan struct{}, sigs <-chan o
 	for {
 		// The fence goes first, whatever else waits: a busy turn of the
 		// loop must not hold it up.
-		if due := k.g.next(); due != 0 && bootclock.Now() >= due {
-			k.fenceCheck()
-		}
-		k.clock.arm(k.g.next())
-		if k.kill != nil {
-			k.kill.At(k.g.nextKill())
-		}
-		// Walks cut short go on at once; once SIGKILL went out, the
-		// tree is swept again on a short tick until nothing is left: a
-		// walk of /proc can miss a process that forks or is re-parented
-		// while it reads.
-		var resweep <-chan time.Time
-		switch {
-		case len(k.unfinished) > 0:
-			resweep = now
-		case k.g.killed, k.g.childGone && k.events == nil && k.cg != "":
-			resweep = time.After(Tick)
-		}
+		k.fenceDue()
+		resweep := k.resweepAfter(now)
 		select {
 		case c, ok := <-cmds:
 			k.command(c, ok, &cmds)
@@ -147,6 +131,33 @@ func (k *keeper) loop(cmds <-chan Command, exited <-chan struct{}, sigs <-chan o
 			return
 		}
 	}
+}
+
+// fenceDue takes the fence's actions that are due, then arms its clock and
+// its SIGKILL's thread for the next.
+func (k *keeper) fenceDue() {
+	if due := k.g.next(); due != 0 && bootclock.Now() >= due {
+		k.fenceCheck()
+	}
+	k.clock.arm(k.g.next())
+	if k.kill != nil {
+		k.kill.At(k.g.nextKill())
+	}
+}
+
+// resweepAfter is when the loop sweeps the tree again (nil: not on its
+// own), given now, a closed channel. Walks cut short go on at once; once
+// SIGKILL went out, the tree is swept again on a short tick until nothing
+// is left: a walk of /proc can miss a process that forks or is re-parented
+// while it reads.
+func (k *keeper) resweepAfter(now <-chan time.Time) <-chan time.Time {
+	switch {
+	case len(k.unfinished) > 0:
+		return now
+	case k.g.killed, k.g.childGone && k.events == nil && k.cg != "":
+		return time.After(Tick)
+	}
+	return nil
 }
 
 func (k *keeper) command(c Command, ok bool, cmds *<-chan Command) {
