@@ -3,11 +3,12 @@ package runner
 import (
 	"context"
 	"errors"
-	"sync"
+	"os"
 	"syscall"
 	"time"
 
 	"github.com/etcdlead/etcdlead/campaign"
+	"github.com/etcdlead/etcdlead/internal/health"
 	"github.com/etcdlead/etcdlead/internal/ops"
 	"github.com/etcdlead/etcdlead/signals"
 	"github.com/etcdlead/etcdlead/supervisor"
@@ -24,15 +25,13 @@ func (st termState) stopping() bool { return st.stopped || st.lost != nil || st.
 
 // lead runs the child for one term and ends the term: the child's whole
 // group, and every check's, is gone before the lease is revoked. nil means
-// campaign again.
+// campaign again. It is a dispatcher: each event has its method on
+// leading, and restart in place (restart.go), the hold after the child's
+// exit (hold.go) and the checks (checks.go) have files of their own.
 func (r *Runner) lead(ctx context.Context, term *Leadership) *Outcome {
-	// Revoked once, by endTerm or on the way out, after the hold below.
-	revoked := false
-	defer func() {
-		if !revoked {
-			term.Revoke()
-		}
-	}()
+	l := &leading{r: r, term: term}
+	// Revoked once, by end or on the way out, after the hold below.
+	defer l.revokeOnce()
 	if r.cfg.Won != nil {
 		r.cfg.Won()
 	}
@@ -42,182 +41,219 @@ func (r *Runner) lead(ctx context.Context, term *Leadership) *Outcome {
 	if child == nil {
 		return o
 	}
-	elected := time.Now()
-	checks := r.startTermChecks(ctx, term)
-	defer checks.stop() // before the revoke above
-
-	// The term is held for as long as lead runs, and lead returns only
-	// once Lead has returned: no renewal outlives the term.
-	hctx, hcancel := context.WithCancel(ctx)
-	held := make(chan error, 1)
-	// A renewal's new deadline goes to the keeper of the command that
-	// runs now: after a restart in place, the new one's.
-	keeper := &keeperOf{c: child}
-	go func() { held <- term.Lead(hctx, keeper.setDeadline) }()
-	renewing := true
-	defer func() {
-		hcancel()
-		if renewing {
-			<-held
-		}
-	}()
-	// endTerm revokes the term once the child's processes and the checks'
-	// are gone: the next candidate waits on the revoke. Lead returns
-	// first, so no renewal follows the revoke.
-	endTerm := func() {
-		checks.stop()
-		hcancel()
-		if renewing {
-			<-held
-			renewing = false
-		}
-		term.Revoke()
-		revoked = true
-	}
+	l.child, l.elected = child, time.Now()
+	l.checks = r.startTermChecks(ctx, term)
+	defer l.checks.stop() // before the revoke above
+	l.hold(ctx)
+	defer l.release()
 	var timeout <-chan time.Time
 	if r.cfg.Timeout > 0 {
 		t := time.NewTimer(r.cfg.Timeout)
 		defer t.Stop()
 		timeout = t.C
 	}
-
-	var st termState
-	// Between a command stopped for a restart in place and the next one,
-	// child is nil and restartAt fires when the next may start.
-	restarting := false
-	var restartAt <-chan time.Time
-	lastCode := 0
 	for {
 		var childDone <-chan struct{}
-		if child != nil {
-			childDone = child.Done()
+		if l.child != nil {
+			childDone = l.child.Done()
 		}
+		var (
+			o    *Outcome
+			done bool
+		)
 		select {
 		case s := <-r.sigs.C:
-			if child == nil {
-				if r.onSignal(s, signals.BackingOff, nil) == signals.Exit {
-					endTerm()
-					r.mon.TermEnded(ops.ReasonStopped)
-					return end(Stopped, lastCode, nil)
-				}
-				break
-			}
-			phase := signals.Leading
-			if st.stopped {
-				phase = signals.Stopping
-			}
-			if r.onSignal(s, phase, child) == signals.StopChild {
-				st.stopped = true
-			}
-		case err := <-held:
-			renewing = false
-			if child == nil {
-				r.logTermEnd(err, "while the command was down for a restart")
-				endTerm()
-				return r.afterChild(supervisor.Result{Code: lastCode, Reason: supervisor.ReasonStopped}, termState{lost: err})
-			}
-			if !st.stopping() {
-				// Stop first: a log write can block on a stalled stderr.
-				child.Stop(r.cfg.KillSignal)
-				r.log.Trace("stop sent to keeper")
-				st.lost = err
-				r.logTermEnd(err, "child stopping", "signal", signals.Name(r.cfg.KillSignal))
-			}
+			o, done = l.signal(s)
+		case err := <-l.held:
+			o, done = l.lost(err)
 		case <-timeout:
-			if st.stopped || st.lost != nil {
-				break // a stop is under way; its cause came first
-			}
-			st.timedOut = true
-			if child == nil {
-				endTerm()
-				r.mon.TermEnded(ops.ReasonTimeout)
-				return end(TimedOut, lastCode, nil)
-			}
-			child.Stop(r.cfg.KillSignal)
-			r.log.Warn("command ran past --timeout; child stopping", "timeout", r.cfg.Timeout, "signal", signals.Name(r.cfg.KillSignal))
-		case x := <-checks.eligible:
-			if st.stopping() {
-				break
-			}
-			st.lost = errIneligible
-			if child == nil {
-				endTerm()
-				return r.afterChild(supervisor.Result{Code: lastCode, Reason: supervisor.ReasonStopped}, st)
-			}
-			child.Stop(r.cfg.KillSignal)
-			r.log.Warn("no longer eligible (--eligible-cmd); stepping down, child stopping", "check", x.Summary(),
-				"signal", signals.Name(r.cfg.KillSignal))
-		case v := <-checks.verdicts:
-			if st.stopping() || restarting || child == nil || !checks.current(v) {
-				break
-			}
-			r.dampingAfterQuiet()
-			checks.stopHealth()
-			child.Stop(r.cfg.KillSignal)
-			// A command that runs once (--once, --run-id) is never
-			// started a second time in place.
-			if v.stepDown || r.cfg.Once || r.cfg.RunID != "" {
-				st.lost = errUnhealthy
-				r.log.Warn("the command is unhealthy; stepping down for a waiting candidate, child stopping", "check", v.res.Summary(),
-					"signal", signals.Name(r.cfg.KillSignal))
-				break
-			}
-			restarting = true
-			why := "--health-action=restart"
-			if !r.cfg.Health.Restart {
-				why = "no other candidate waits"
-			}
-			r.log.Warn("the command is unhealthy; restarting it in place, child stopping", "check", v.res.Summary(), "because", why,
-				"signal", signals.Name(r.cfg.KillSignal))
-		case <-restartAt:
-			restartAt = nil
-			if child, o = r.startChild(term); child == nil {
-				endTerm()
-				return o
-			}
-			keeper.set(child, term.Deadline())
-			checks.startHealth()
+			o, done = l.timedOut()
+		case x := <-l.checks.eligible:
+			o, done = l.ineligible(x)
+		case v := <-l.checks.verdicts:
+			l.unhealthy(v)
+		case <-l.restartAt:
+			o, done = l.restart()
 		case <-childDone:
-			r.log.Trace("child done")
-			res := child.Result()
-			if restarting && !st.stopping() && res.Reason != supervisor.ReasonFenced && res.Reason != supervisor.ReasonKeeperLost {
-				restarting = false
-				lastCode = res.Code
-				r.log.Info("child exited", "status", res.Code, "reason", res.Reason)
-				r.mon.ChildExited(res.Code, false)
-				d := r.restarts.NextBackOff()
-				r.log.Info("restarting the command in place", "in", d)
-				child, restartAt = nil, time.After(d)
-				break
-			}
-			// The command is gone: nothing is left to check, also while
-			// --hold-at-least holds the term.
-			checks.stopHealth()
-			// Only a child that simply ended, in a term still held, may
-			// leave its term held on by --hold-at-least (holdRest below);
-			// every other term ends now.
-			mayHold := res.Reason == supervisor.ReasonExited && st == (termState{}) && !restarting && renewing
-			// Said before the revoke, which may wait out an unreachable
-			// etcd: the log never blocks (internal/logbuf).
-			r.log.Info("child exited", "status", res.Code, "reason", res.Reason)
-			r.mon.ChildExited(res.Code, res.Reason == supervisor.ReasonFenced)
-			if r.cfg.RunRetry && !(res.Reason == supervisor.ReasonExited && res.Code == 0 && st == termState{}) {
-				// The child and its descendants are gone: the firing may
-				// run again, here or on another candidate.
-				forgetRun(term)
-			}
-			if !mayHold || time.Since(elected) >= r.cfg.HoldAtLeast {
-				endTerm()
-			}
-			o := r.afterChild(res, st)
-			if o != nil && mayHold && renewing {
-				if r.holdRest(held, elected) {
-					renewing = false
-				}
-			}
+			o, done = l.childDone()
+		}
+		if done {
 			return o
 		}
 	}
+}
+
+// leading is one term that lead runs: its state, and a method per event.
+// A method that returns done ends the term, with its Outcome (nil:
+// campaign again).
+type leading struct {
+	r    *Runner
+	term *Leadership
+	// child is the command that runs: nil between a command stopped for a
+	// restart in place and the next one (restarting).
+	child   Child
+	elected time.Time
+	checks  *termChecks
+	// keeper is the command whose keeper hears the term's new deadlines.
+	keeper *keeperOf
+
+	held     chan error // Lead's result
+	hcancel  context.CancelFunc
+	renewing bool // Lead has not returned yet
+	revoked  bool
+
+	st         termState
+	restarting bool
+	restartAt  <-chan time.Time // fires when the next command may start
+	lastCode   int              // the status of the last command that exited
+}
+
+// hold holds the term for as long as lead runs, and lead returns only
+// once Lead has returned (release): no renewal outlives the term. A
+// renewal's new deadline goes to the keeper of the command that runs now:
+// after a restart in place, the new one's.
+func (l *leading) hold(ctx context.Context) {
+	hctx, hcancel := context.WithCancel(ctx)
+	l.held, l.hcancel, l.renewing = make(chan error, 1), hcancel, true
+	l.keeper = &keeperOf{c: l.child}
+	go func() { l.held <- l.term.Lead(hctx, l.keeper.setDeadline) }()
+}
+
+// release ends the hold and waits for Lead to return.
+func (l *leading) release() {
+	l.hcancel()
+	if l.renewing {
+		<-l.held
+		l.renewing = false
+	}
+}
+
+// end revokes the term once the child's processes and the checks' are
+// gone: the next candidate waits on the revoke. Lead returns first, so no
+// renewal follows the revoke.
+func (l *leading) end() {
+	l.checks.stop()
+	l.release()
+	l.term.Revoke()
+	l.revoked = true
+}
+
+func (l *leading) revokeOnce() {
+	if !l.revoked {
+		l.term.Revoke()
+	}
+}
+
+// stop asks the command to stop with the kill signal.
+func (l *leading) stop() { l.child.Stop(l.r.cfg.KillSignal) }
+
+// signal acts on a caught signal (signals.Decide).
+func (l *leading) signal(s os.Signal) (*Outcome, bool) {
+	r := l.r
+	if l.child == nil {
+		if r.onSignal(s, signals.BackingOff, nil) == signals.Exit {
+			l.end()
+			r.mon.TermEnded(ops.ReasonStopped)
+			return end(Stopped, l.lastCode, nil), true
+		}
+		return nil, false
+	}
+	phase := signals.Leading
+	if l.st.stopped {
+		phase = signals.Stopping
+	}
+	if r.onSignal(s, phase, l.child) == signals.StopChild {
+		l.st.stopped = true
+	}
+	return nil, false
+}
+
+// lost is the end of Lead: the term is lost, resigned or paused.
+func (l *leading) lost(err error) (*Outcome, bool) {
+	r := l.r
+	l.renewing = false
+	if l.child == nil {
+		r.logTermEnd(err, "while the command was down for a restart")
+		l.end()
+		return r.afterChild(supervisor.Result{Code: l.lastCode, Reason: supervisor.ReasonStopped}, termState{lost: err}), true
+	}
+	if !l.st.stopping() {
+		// Stop first: a log write can block on a stalled stderr.
+		l.child.Stop(r.cfg.KillSignal)
+		r.log.Trace("stop sent to keeper")
+		l.st.lost = err
+		r.logTermEnd(err, "child stopping", "signal", signals.Name(r.cfg.KillSignal))
+	}
+	return nil, false
+}
+
+// timedOut is --timeout.
+func (l *leading) timedOut() (*Outcome, bool) {
+	r := l.r
+	if l.st.stopped || l.st.lost != nil {
+		return nil, false // a stop is under way; its cause came first
+	}
+	l.st.timedOut = true
+	if l.child == nil {
+		l.end()
+		r.mon.TermEnded(ops.ReasonTimeout)
+		return end(TimedOut, l.lastCode, nil), true
+	}
+	l.stop()
+	r.log.Warn("command ran past --timeout; child stopping", "timeout", r.cfg.Timeout, "signal", signals.Name(r.cfg.KillSignal))
+	return nil, false
+}
+
+// ineligible is --eligible-cmd's failure: the term steps down.
+func (l *leading) ineligible(x health.Result) (*Outcome, bool) {
+	r := l.r
+	if l.st.stopping() {
+		return nil, false
+	}
+	l.st.lost = errIneligible
+	if l.child == nil {
+		l.end()
+		return r.afterChild(supervisor.Result{Code: l.lastCode, Reason: supervisor.ReasonStopped}, l.st), true
+	}
+	l.stop()
+	r.log.Warn("no longer eligible (--eligible-cmd); stepping down, child stopping", "check", x.Summary(),
+		"signal", signals.Name(r.cfg.KillSignal))
+	return nil, false
+}
+
+// childDone is the command's end: a restart in place, or the term's end
+// (with --hold-at-least, after the hold).
+func (l *leading) childDone() (*Outcome, bool) {
+	r := l.r
+	r.log.Trace("child done")
+	res := l.child.Result()
+	if l.restartsAfter(res) {
+		return nil, false
+	}
+	// The command is gone: nothing is left to check, also while
+	// --hold-at-least holds the term.
+	l.checks.stopHealth()
+	// Only a child that simply ended, in a term still held, may leave its
+	// term held on by --hold-at-least (holdRest); every other term ends
+	// now.
+	mayHold := res.Reason == supervisor.ReasonExited && l.st == (termState{}) && !l.restarting && l.renewing
+	// Said before the revoke, which may wait out an unreachable etcd: the
+	// log never blocks (internal/logbuf).
+	r.log.Info("child exited", "status", res.Code, "reason", res.Reason)
+	r.mon.ChildExited(res.Code, res.Reason == supervisor.ReasonFenced)
+	if r.cfg.RunRetry && !(res.Reason == supervisor.ReasonExited && res.Code == 0 && l.st == termState{}) {
+		// The child and its descendants are gone: the firing may run
+		// again, here or on another candidate.
+		forgetRun(l.term)
+	}
+	if !mayHold || time.Since(l.elected) >= r.cfg.HoldAtLeast {
+		l.end()
+	}
+	o := r.afterChild(res, l.st)
+	if o != nil && mayHold && l.renewing {
+		l.holdAfterExit()
+	}
+	return o, true
 }
 
 // startChild starts the term's command. A nil child comes with the
@@ -353,60 +389,9 @@ func (r *Runner) lostWords() string {
 	return "leadership lost"
 }
 
-// holdRest keeps leadership until --hold-at-least has passed since the
-// election, so the same cron job fired a little later on another machine
-// finds a leader and does not run again. Losing leadership or a stop signal
-// ends the wait. It reports whether Hold has returned (its result was
-// taken from held).
-func (r *Runner) holdRest(held <-chan error, elected time.Time) bool {
-	rest := r.cfg.HoldAtLeast - time.Since(elected)
-	if rest <= 0 {
-		return false
-	}
-	r.log.Info("holding leadership (--hold-at-least)", "for", rest.Round(time.Millisecond))
-	r.mon.SetRole(ops.RoleHolding)
-	t := time.NewTimer(rest)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-			return false
-		case err := <-held:
-			r.logTermEnd(err, "while holding")
-			return true
-		case s := <-r.sigs.C:
-			if r.onSignal(s, signals.Holding, nil) == signals.Exit {
-				return false
-			}
-		}
-	}
-}
-
 // forgetRun takes back the term's record of the run id, if any.
 func forgetRun(term *Leadership) {
 	if term.ForgetRun != nil {
 		term.ForgetRun()
 	}
-}
-
-// keeperOf is the command that runs now, whose keeper hears the term's
-// new deadlines.
-type keeperOf struct {
-	mu sync.Mutex
-	c  Child
-}
-
-func (k *keeperOf) setDeadline(d time.Duration) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.c.SetDeadline(d)
-}
-
-// set makes c the command to tell, and tells it deadline, the term's now:
-// a renewal between c's start and this call went to the command before.
-func (k *keeperOf) set(c Child, deadline time.Duration) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.c = c
-	c.SetDeadline(deadline)
 }

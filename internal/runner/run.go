@@ -202,21 +202,8 @@ type campaignResult struct {
 // campaign runs one campaign while answering signals: a stop signal ends it
 // and the campaign revokes its lease on the way out.
 func (r *Runner) campaign(ctx context.Context) (*Leadership, error) {
-	cctx, cancel := context.WithCancel(ctx)
+	cctx, cancel := r.campaignBound(ctx)
 	defer cancel()
-	switch {
-	case r.cfg.Wait > 0:
-		r.startWait()
-		cctx, cancel = context.WithDeadline(cctx, r.waitUntil)
-		defer cancel()
-	case r.cfg.NoWait:
-		// One attempt: each request is bounded by --dial-timeout, and a
-		// term that ended ahead without its record taken away is waited
-		// out (campaign.EndedWaitLimit): it is no candidate to give up on,
-		// and a cron line that gave up on it each time would never run.
-		cctx, cancel = context.WithTimeout(cctx, r.cfg.DialTimeout+campaign.EndedWaitLimit(r.cfg.Timing.TTL, r.cfg.Timing.FenceMargin))
-		defer cancel()
-	}
 	r.log.Trace("campaign begins")
 	if !r.cfg.NoWait {
 		// Warms up while etcd is asked; the first campaign's keeper waits
@@ -228,34 +215,21 @@ func (r *Runner) campaign(ctx context.Context) (*Leadership, error) {
 		t, err := r.camp.Campaign(cctx)
 		res <- campaignResult{t, err}
 	}()
-	stop := func() (*Leadership, error) {
+	// stop ends the campaign, and the term it may have won meanwhile.
+	stop := func(err error) (*Leadership, error) {
 		cancel()
 		if x := <-res; x.term != nil {
 			abandon(x.term)
 		}
-		return nil, errStopped
+		return nil, err
 	}
-	// A candidate that stops being eligible leaves the queue.
-	var ineligible chan health.Result
-	if r.cfg.Eligible != nil {
-		ineligible = make(chan health.Result, 1)
-		ectx, ecancel := context.WithCancel(cctx)
-		var checks sync.WaitGroup
-		checks.Go(func() { r.checkEligible(ectx, nil, ineligible) })
-		defer func() {
-			ecancel()
-			checks.Wait()
-		}()
-	}
+	ineligible, stopChecks := r.watchEligible(cctx)
+	defer stopChecks()
 	for {
 		select {
 		case x := <-ineligible:
 			r.log.Warn("no longer eligible (--eligible-cmd); leaving the queue", "check", x.Summary())
-			cancel()
-			if x := <-res; x.term != nil {
-				abandon(x.term)
-			}
-			return nil, errIneligible
+			return stop(errIneligible)
 		case x := <-res:
 			if x.term != nil && ctx.Err() != nil {
 				abandon(x.term)
@@ -263,12 +237,46 @@ func (r *Runner) campaign(ctx context.Context) (*Leadership, error) {
 			}
 			return x.term, x.err
 		case <-ctx.Done():
-			return stop()
+			return stop(errStopped)
 		case s := <-r.sigs.C:
 			if r.onSignal(s, signals.Campaigning, nil) == signals.Exit {
-				return stop()
+				return stop(errStopped)
 			}
 		}
+	}
+}
+
+// campaignBound bounds a campaign: by --wait's deadline, or, with
+// --no-wait, by one attempt.
+func (r *Runner) campaignBound(ctx context.Context) (context.Context, context.CancelFunc) {
+	switch {
+	case r.cfg.Wait > 0:
+		r.startWait()
+		return context.WithDeadline(ctx, r.waitUntil)
+	case r.cfg.NoWait:
+		// One attempt: each request is bounded by --dial-timeout, and a
+		// term that ended ahead without its record taken away is waited
+		// out (campaign.EndedWaitLimit): it is no candidate to give up on,
+		// and a cron line that gave up on it each time would never run.
+		return context.WithTimeout(ctx, r.cfg.DialTimeout+campaign.EndedWaitLimit(r.cfg.Timing.TTL, r.cfg.Timing.FenceMargin))
+	}
+	return context.WithCancel(ctx)
+}
+
+// watchEligible runs --eligible-cmd while the candidate campaigns: one
+// that stops being eligible leaves the queue. Without the check, the
+// channel is nil. The returned func stops the check and waits for it.
+func (r *Runner) watchEligible(ctx context.Context) (<-chan health.Result, func()) {
+	if r.cfg.Eligible == nil {
+		return nil, func() {}
+	}
+	ineligible := make(chan health.Result, 1)
+	ectx, ecancel := context.WithCancel(ctx)
+	var checks sync.WaitGroup
+	checks.Go(func() { r.checkEligible(ectx, nil, ineligible) })
+	return ineligible, func() {
+		ecancel()
+		checks.Wait()
 	}
 }
 
