@@ -1,15 +1,16 @@
 // Command releasemain builds a release of etcdlead into dist/: static
 // binaries for linux/amd64 and linux/arm64, a .tar.gz archive, a .deb and an
-// .rpm per architecture, and SHA256SUMS. Run it as scripts/release VERSION.
+// .rpm per architecture, an OCI image layout of both (image.go), and
+// SHA256SUMS. Run it as scripts/release VERSION.
 //
-// It is a module of its own so that nfpm, which builds the packages, and
-// everything nfpm needs stay out of etcdlead's go.mod and out of every
-// `go install` of etcdlead.
+// It is a module of its own so that nfpm, which builds the packages,
+// go-containerregistry, and everything they need, stay
+// out of etcdlead's go.mod and out of every `go install` of etcdlead.
 //
 // Reproducible: every mtime is the commit's time (or SOURCE_DATE_EPOCH),
-// archive entries are sorted and owned by uid/gid 0, gzip headers carry no
-// name or time, and the binaries are built with -trimpath; two runs on one
-// commit write the same SHA256SUMS.
+// archive and image layer entries are sorted and owned by uid/gid 0, gzip
+// headers carry no name or time, and the binaries are built with -trimpath; two runs on one
+// commit write the same SHA256SUMS, and the same image digest.
 package main
 
 import (
@@ -148,6 +149,8 @@ func (r *release) build() error {
 	}
 	defer os.RemoveAll(stage)
 	var outputs []string
+	var all []*bins
+	extras := map[string]*extraFiles{}
 	for _, arch := range r.arches {
 		b, err := r.binaries(stage, arch)
 		if err != nil {
@@ -157,6 +160,7 @@ func (r *release) build() error {
 		if err != nil {
 			return err
 		}
+		all, extras[arch] = append(all, b), extra
 		name, err := r.archive(b, extra)
 		if err != nil {
 			return err
@@ -168,6 +172,11 @@ func (r *release) build() error {
 		}
 		outputs = append(outputs, pkgs...)
 	}
+	image, _, err := r.image(all, extras)
+	if err != nil {
+		return err
+	}
+	outputs = append(outputs, image...)
 	if err := r.sums(outputs); err != nil {
 		return err
 	}
