@@ -28,7 +28,8 @@ const (
 	imageBin = "/usr/local/bin"
 	// imageUID is the image's unprivileged user and group, etcdlead,
 	// given in its /etc/passwd and /etc/group: the number distroless and
-	// others use for theirs, so that it means no user of the host.
+	// others use for theirs, above the ranges that distributions hand
+	// out, so that it is no one else's on a host or in a base image.
 	imageUID = 65532
 	// sourceURL is where the image's source is, for its labels.
 	sourceURL = "https://github.com/etcdlead/etcdlead"
