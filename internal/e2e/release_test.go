@@ -9,8 +9,9 @@ import (
 
 // TestReleaseModule runs the tests of scripts/releasemain, the release's
 // module of its own, which `go test ./...` here does not enter: the
-// packages built from a release, the template unit, reproducibility, and a
-// module build's --version (scripts/releasemain/*_test.go).
+// packages built from a release, the template unit, the OCI image (its
+// etcdlead run as PID 1), the SBOMs, reproducibility, and a module build's
+// --version (scripts/releasemain/*_test.go).
 func TestReleaseModule(t *testing.T) {
 	skipIfShort(t)
 	t.Parallel() // it compiles while other tests wait

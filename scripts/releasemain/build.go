@@ -75,6 +75,7 @@ type extraFiles struct {
 	readme, license, man string
 	docs                 []string          // docs/*.md, which README.md links to
 	notices              string            // the third-party licenses and notices
+	linked               []linked          // what the notices hold, for the SBOMs
 	completions          map[string]string // shell → script
 }
 
@@ -107,7 +108,10 @@ func (r *release) extras(stage string, b *bins) (*extraFiles, error) {
 		return nil, err
 	}
 	e.notices = filepath.Join(stage, b.arch, noticesName)
-	if err := r.notices(e.notices, b.etcdlead, b.packaged, b.keeper); err != nil {
+	if e.linked, err = r.linkedModules(b.etcdlead, b.packaged, b.keeper); err != nil {
+		return nil, err
+	}
+	if err := writeNotices(e.notices, e.linked); err != nil {
 		return nil, err
 	}
 	for _, shell := range []string{"bash", "zsh", "fish"} {

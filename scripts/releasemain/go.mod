@@ -2,7 +2,12 @@ module github.com/etcdlead/etcdlead/scripts/releasemain
 
 go 1.26.8
 
-require github.com/goreleaser/nfpm/v2 v2.48.0
+require (
+	github.com/CycloneDX/cyclonedx-go v0.12.0
+	github.com/google/go-containerregistry v0.22.1
+	github.com/google/uuid v1.6.0
+	github.com/goreleaser/nfpm/v2 v2.48.0
+)
 
 require (
 	dario.cat/mergo v1.0.2 // indirect
@@ -21,7 +26,6 @@ require (
 	github.com/go-git/go-git/v5 v5.19.2 // indirect
 	github.com/gobwas/glob v0.2.3 // indirect
 	github.com/golang/groupcache v0.0.0-20241129210726-2c02b8208cf8 // indirect
-	github.com/google/uuid v1.6.0 // indirect
 	github.com/goreleaser/chglog v0.7.4 // indirect
 	github.com/goreleaser/fileglob v1.4.1 // indirect
 	github.com/huandu/xstrings v1.5.0 // indirect
@@ -31,6 +35,8 @@ require (
 	github.com/klauspost/cpuid/v2 v2.3.0 // indirect
 	github.com/mitchellh/copystructure v1.2.0 // indirect
 	github.com/mitchellh/reflectwalk v1.0.2 // indirect
+	github.com/opencontainers/go-digest v1.0.0 // indirect
+	github.com/opencontainers/image-spec v1.1.1 // indirect
 	github.com/pjbgf/sha1cd v0.6.0 // indirect
 	github.com/sergi/go-diff v1.4.0 // indirect
 	github.com/shopspring/decimal v1.4.0 // indirect
@@ -43,6 +49,7 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	gopkg.in/warnings.v0 v0.1.2 // indirect
 )

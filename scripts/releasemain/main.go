@@ -1,15 +1,18 @@
 // Command releasemain builds a release of etcdlead into dist/: static
 // binaries for linux/amd64 and linux/arm64, a .tar.gz archive, a .deb and an
-// .rpm per architecture, and SHA256SUMS. Run it as scripts/release VERSION.
+// .rpm per architecture, an OCI image layout of both (image.go), a
+// CycloneDX SBOM of each binary and of the image (sbom.go), and
+// SHA256SUMS. Run it as scripts/release VERSION.
 //
-// It is a module of its own so that nfpm, which builds the packages, and
-// everything nfpm needs stay out of etcdlead's go.mod and out of every
-// `go install` of etcdlead.
+// It is a module of its own so that nfpm, which builds the packages,
+// go-containerregistry and cyclonedx-go, and everything they need, stay out
+// of etcdlead's go.mod and out of every `go install` of etcdlead.
 //
 // Reproducible: every mtime is the commit's time (or SOURCE_DATE_EPOCH),
-// archive entries are sorted and owned by uid/gid 0, gzip headers carry no
-// name or time, and the binaries are built with -trimpath; two runs on one
-// commit write the same SHA256SUMS.
+// archive and image layer entries are sorted and owned by uid/gid 0, gzip
+// headers carry no name or time, the SBOMs' serial numbers come from what
+// they describe, and the binaries are built with -trimpath; two runs on one
+// commit write the same SHA256SUMS and the same image digest.
 package main
 
 import (
@@ -148,6 +151,8 @@ func (r *release) build() error {
 	}
 	defer os.RemoveAll(stage)
 	var outputs []string
+	var all []*bins
+	extras := map[string]*extraFiles{}
 	for _, arch := range r.arches {
 		b, err := r.binaries(stage, arch)
 		if err != nil {
@@ -157,6 +162,7 @@ func (r *release) build() error {
 		if err != nil {
 			return err
 		}
+		all, extras[arch] = append(all, b), extra
 		name, err := r.archive(b, extra)
 		if err != nil {
 			return err
@@ -167,7 +173,22 @@ func (r *release) build() error {
 			return err
 		}
 		outputs = append(outputs, pkgs...)
+		sboms, err := r.binarySBOMs(b, extra)
+		if err != nil {
+			return err
+		}
+		outputs = append(outputs, sboms...)
 	}
+	image, digest, err := r.image(all, extras)
+	if err != nil {
+		return err
+	}
+	outputs = append(outputs, image...)
+	sbom, err := r.imageSBOM(all, extras, digest.String())
+	if err != nil {
+		return err
+	}
+	outputs = append(outputs, sbom)
 	if err := r.sums(outputs); err != nil {
 		return err
 	}
