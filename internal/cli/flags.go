@@ -51,6 +51,8 @@ const (
 	flagEligibleInterval  = "eligible-interval"
 	flagEligibleTimeout   = "eligible-timeout"
 	flagRestart           = "restart"
+	flagNotify            = "notify"
+	flagNotifyTimeout     = "notify-timeout"
 	flagStatusAddr        = "status-addr"
 	flagContainment       = "containment"
 	flagJSON              = "json"
@@ -100,6 +102,8 @@ const (
 	envEligibleInterval  = "ETCDLEAD_ELIGIBLE_INTERVAL"
 	envEligibleTimeout   = "ETCDLEAD_ELIGIBLE_TIMEOUT"
 	envRestart           = "ETCDLEAD_RESTART"
+	envNotify            = "ETCDLEAD_NOTIFY"
+	envNotifyTimeout     = "ETCDLEAD_NOTIFY_TIMEOUT"
 	envStatusAddr        = "ETCDLEAD_STATUS_ADDR"
 	envContainment       = "ETCDLEAD_CONTAINMENT"
 	envPassword          = etcdconn.EnvPassword

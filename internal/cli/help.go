@@ -182,6 +182,7 @@ var placeholders = map[string]string{
 	flagHealthURL:    "URL",
 	flagHealthAction: "ACTION",
 	flagEligibleCmd:  "CMD",
+	flagNotify:       "CMD",
 }
 
 func placeholder(f cli.Flag) string {

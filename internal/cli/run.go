@@ -14,6 +14,7 @@ import (
 	"github.com/etcdlead/etcdlead/campaign"
 	"github.com/etcdlead/etcdlead/internal/bootclock"
 	"github.com/etcdlead/etcdlead/internal/etcdconn"
+	"github.com/etcdlead/etcdlead/internal/health"
 	"github.com/etcdlead/etcdlead/internal/logbuf"
 	"github.com/etcdlead/etcdlead/internal/ops"
 	"github.com/etcdlead/etcdlead/internal/runner"
@@ -117,6 +118,12 @@ func runAction(c *cli.Context, raw []string) (err error) {
 		log.Info("kill timeout shortened to TTL/4 so the fence fits the TTL", "kill_timeout", rc.timing.KillTimeout, "ttl", rc.timing.TTL)
 	}
 	healthCheck, eligible := rc.checks.checks(rc, childBaseEnv(os.Environ()), log.Named("check"))
+	var notify *runner.Notify
+	if rc.notify != "" {
+		// Contained as a check is, and given what a check inherits.
+		notify = &runner.Notify{Command: health.Command{Shell: rc.notify, Timeout: rc.notifyWait, Env: childBaseEnv(os.Environ()),
+			KillTimeout: rc.timing.KillTimeout, FenceMargin: rc.timing.FenceMargin, Log: log.Named("notify")}}
+	}
 	r := runner.New(runner.Config{
 		Election:    rc.election,
 		Layout:      rc.layout,
@@ -130,6 +137,7 @@ func runAction(c *cli.Context, raw []string) (err error) {
 		RunRetry:    rc.runIDRetry,
 		Health:      healthCheck,
 		Eligible:    eligible,
+		Notify:      notify,
 		Once:        rc.once,
 		HoldAtLeast: rc.holdAtLeast,
 		Timeout:     rc.timeout,
@@ -227,6 +235,10 @@ func runFlags() []cli.Flag {
 			Usage: "never, on-failure or always: campaign again after the command exits"},
 		&cli.StringFlag{Name: flagStatusAddr, EnvVars: []string{envStatusAddr}, Category: catOperations,
 			Usage: "serve /healthz, /leader, /status and /metrics over HTTP"},
+		&cli.StringFlag{Name: flagNotify, EnvVars: []string{envNotify}, Category: catOperations,
+			Usage: "run /bin/sh -c CMD with the new role (leader, follower or stopped) as $1 and in $ETCDLEAD_ROLE each time it changes, in order, never holding up a term"},
+		durationFlag(cli.GenericFlag{Name: flagNotifyTimeout, EnvVars: []string{envNotifyTimeout}, Category: catOperations,
+			Usage: "a --notify command that takes longer is killed with its processes"}, defaultNotifyTimeout),
 		&cli.StringFlag{Name: flagContainment, Value: supervisor.ContainAuto, EnvVars: []string{envContainment}, Category: catOperations,
 			Usage: "auto, cgroup or process-group: what holds the command's processes together; auto takes a cgroup where one can be made"},
 	}, append(checkFlags(), connectionFlagSet()...)...)

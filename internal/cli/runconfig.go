@@ -44,6 +44,8 @@ type runConfig struct {
 	runIDTTL     time.Duration
 	runIDRetry   bool
 	checks       checkOptions
+	notify       string // --notify, "" for none
+	notifyWait   time.Duration
 	restart      string // never, on-failure, always
 	containment  string // supervisor.ContainAuto, ContainCgroup or ContainProcessGroup
 	statusAddr   string
@@ -125,6 +127,9 @@ func parseRunConfig(c *cli.Context, raw []string) (runConfig, error) {
 		return rc, err
 	}
 	if rc.checks, err = parseChecks(c); err != nil {
+		return rc, err
+	}
+	if err := parseNotify(c, &rc); err != nil {
 		return rc, err
 	}
 	if rc.checks.healthRestart && (rc.once || rc.runID != "") {
@@ -232,6 +237,24 @@ func parseCronOptions(c *cli.Context, rc *runConfig) error {
 		if _, _, err := net.SplitHostPort(rc.statusAddr); err != nil {
 			return fmt.Errorf("--status-addr %q is not HOST:PORT: use e.g. 127.0.0.1:9090", rc.statusAddr)
 		}
+	}
+	return nil
+}
+
+// defaultNotifyTimeout bounds a run of --notify's command. Short enough
+// that the stop of a leader, its last run and stopped's fit in the
+// 30-second grace a Kubernetes pod gets by default.
+const defaultNotifyTimeout = 10 * time.Second
+
+// parseNotify reads --notify and --notify-timeout.
+func parseNotify(c *cli.Context, rc *runConfig) error {
+	rc.notify = optString(c, flagNotify) // empty is its default: none
+	var err error
+	if rc.notifyWait, _, err = optDuration(c, flagNotifyTimeout); err != nil {
+		return err
+	}
+	if rc.notifyWait <= 0 {
+		return fmt.Errorf("--notify-timeout %s must be above 0: use e.g. --notify-timeout 10s", rc.notifyWait)
 	}
 	return nil
 }

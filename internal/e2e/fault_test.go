@@ -71,18 +71,37 @@ func leaseOf(t *testing.T, cli *clientv3.Client, prefix, id string) (key string,
 
 // A leader cut off from etcd has its child stopped by the fence before its
 // lease can expire, so the successor starts only after; after the heal the
-// old supervisor campaigns again.
+// old supervisor campaigns again. The same with a --notify command that
+// hangs on every candidate: the fence and the handoff never wait for it,
+// and the leader's command for leader still runs at the fence (its
+// timeout is logged after).
 func TestPartitionedLeaderIsFencedBeforeSuccessorStarts(t *testing.T) {
 	skipIfShort(t)
-	_, e, p, c1, c2 := leaderPair(t, fast)
-	p.Blackhole()
-	c1.log.waitFor(t, "c1", "fence: lease deadline near", 0)
-	c1.out.waitFor(t, "c1", "signal SIGTERM", 0)
-	c2.out.waitFor(t, "c2", "ready", 0)
-	p.Pass()
-	_, i := c1.log.waitFor(t, "c1", "child exited", 0)
-	c1.log.waitFor(t, "c1", "waiting on predecessor", i)
-	stopAll(t, e, c1, c2)
+	for _, c := range []struct {
+		name   string
+		notify bool
+	}{{"plain", false}, {"notify hangs", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			flags := fast
+			if c.notify {
+				flags = append([]string{"--notify=sleep 1000"}, fast...)
+			}
+			_, e, p, c1, c2 := leaderPair(t, flags)
+			p.Blackhole()
+			_, fenced := c1.log.waitFor(t, "c1", "fence: lease deadline near", 0)
+			c1.out.waitFor(t, "c1", "signal SIGTERM", 0)
+			c2.out.waitFor(t, "c2", "ready", 0)
+			p.Pass()
+			_, i := c1.log.waitFor(t, "c1", "child exited", 0)
+			c1.log.waitFor(t, "c1", "waiting on predecessor", i)
+			if c.notify {
+				if _, j := c1.log.waitFor(t, "c1", "--notify failed: role=leader", 0); j < fenced {
+					t.Errorf("the command for leader ended before the fence: it was no hanging command there")
+				}
+			}
+			stopAll(t, e, c1, c2)
+		})
+	}
 }
 
 // A frozen supervisor cannot keep its child alive: the keeper fences on

@@ -107,7 +107,7 @@ func TestCommand(t *testing.T) {
 	})
 	t.Run("fail", func(t *testing.T) {
 		r := command("echo bad >&2; exit 1", 10*time.Second).Check(t.Context(), nil)
-		if r.OK || r.Code != 1 || r.Output != "bad\n" || r.Err != "" {
+		if r.OK || r.Code != 1 || r.Output != "bad\n" || r.Err != "" || r.TimedOut {
 			t.Fatalf("%+v", r)
 		}
 	})
@@ -119,7 +119,7 @@ func TestCommand(t *testing.T) {
 	})
 	t.Run("hangs", func(t *testing.T) {
 		r := command(fmt.Sprintf("sleep 600 & echo $! > %s; wait", pidfile("hang")), 300*time.Millisecond).Check(t.Context(), nil)
-		if r.OK || !strings.Contains(r.Err, "timed out") {
+		if r.OK || !strings.Contains(r.Err, "timed out") || !r.TimedOut {
 			t.Fatalf("%+v", r)
 		}
 		gone(t, "hang")

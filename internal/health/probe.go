@@ -25,9 +25,12 @@ type Result struct {
 	Output string // the first MaxOutput bytes of its output or body
 	// Err says what kept the check from answering (a timeout, a command
 	// that cannot run, a refused connection); "" when it answered.
-	Err  string
-	At   time.Time // when it started
-	Took time.Duration
+	Err string
+	// TimedOut: the timeout killed it (Err says so too), which a caller
+	// that counts outcomes tells apart from a failure.
+	TimedOut bool
+	At       time.Time // when it started
+	Took     time.Duration
 }
 
 // Summary is one line about r for logs and status.
@@ -54,7 +57,10 @@ type Probe interface {
 // Command is a check by a shell command: `/bin/sh -c Shell`, healthy when
 // it exits 0.
 type Command struct {
-	Shell   string
+	Shell string
+	// Args follow Shell on sh's command line: its $0, $1 and on (--notify
+	// passes the role as $1); none for a check.
+	Args    []string
 	Timeout time.Duration
 	Env     []string // the command's whole environment
 	// KillTimeout and FenceMargin are the keeper's, as for the child.
@@ -87,7 +93,7 @@ func (c *Command) Check(ctx context.Context, deadline func() time.Duration) (res
 	}
 	// Stdin is not the terminal: a check never takes its foreground.
 	child, err := supervisor.Start(supervisor.Spec{
-		Path: "/bin/sh", Argv: []string{"sh", "-c", c.Shell}, Env: c.Env,
+		Path: "/bin/sh", Argv: append([]string{"sh", "-c", c.Shell}, c.Args...), Env: c.Env,
 		KillSignal: syscall.SIGTERM, KillTimeout: c.KillTimeout, FenceMargin: c.FenceMargin, Deadline: fence,
 		LogLevel: "error", Stdin: devnull, Stdout: w, Stderr: w,
 	}, c.Log)
@@ -123,6 +129,7 @@ wait:
 			child.Kill()
 			<-child.Done()
 			res.Err = fmt.Sprintf("timed out after %s", c.Timeout)
+			res.TimedOut = true
 			break wait
 		case <-ctx.Done():
 			child.Kill()
@@ -195,6 +202,7 @@ func (h *HTTP) Check(ctx context.Context, _ func() time.Duration) (res Result) {
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			res.Err = fmt.Sprintf("timed out after %s", h.Timeout)
+			res.TimedOut = true
 		} else {
 			res.Err = err.Error()
 		}

@@ -27,6 +27,7 @@ var help = map[string]string{
 	"etcdlead_child_exits_total":        "Commands ended, by exit code.",
 	"etcdlead_check_ok":                 "1 while the check's verdict is healthy (check=health) or eligible (check=eligible), else 0.",
 	"etcdlead_check_failures_total":     "Checks that failed, by check.",
+	"etcdlead_notify_total":             "Role changes told to the --notify command, by role and how its run ended (replaced: never run, a newer role came first).",
 }
 
 // metrics are one Monitor's own series, in a set of its own: nothing
@@ -60,6 +61,11 @@ func newMetrics(election, id, version string) metrics {
 	for _, r := range reasons {
 		m.change(r)
 	}
+	for _, role := range hookRoles {
+		for _, res := range hookResults {
+			m.hook(role, res)
+		}
+	}
 	return m
 }
 
@@ -81,6 +87,11 @@ func (m metrics) check(name string) *vm.Gauge {
 // checkFailures counts a check's failures.
 func (m metrics) checkFailures(name string) *vm.Counter {
 	return m.set.GetOrCreateCounter(series("etcdlead_check_failures_total", "check", name))
+}
+
+// hook counts the --notify command's runs for role that ended in result.
+func (m metrics) hook(role, result string) *vm.Counter {
+	return m.set.GetOrCreateCounter(series("etcdlead_notify_total", "role", role, "result", result))
 }
 
 // writeTo writes the set in the text format, each etcdlead family with

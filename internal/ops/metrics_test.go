@@ -93,6 +93,7 @@ func TestMetricsTypesHelpAndValues(t *testing.T) {
 	m.ChildExited(2, true)
 	m.TermEnded(ReasonFenced)
 	m.Checked(CheckHealth, Check{Status: "unhealthy"}, false)
+	m.Hooked(HookLeader, HookTimeout)
 	mfs := scrape(t, Handler(m))
 
 	types := map[string]dto.MetricType{
@@ -103,7 +104,8 @@ func TestMetricsTypesHelpAndValues(t *testing.T) {
 		"etcdlead_barrier_waits_total": dto.MetricType_COUNTER, "etcdlead_child_starts_total": dto.MetricType_COUNTER,
 		"etcdlead_child_exits_total": dto.MetricType_COUNTER,
 		"etcdlead_check_ok":          dto.MetricType_GAUGE, "etcdlead_check_failures_total": dto.MetricType_COUNTER,
-		"go_goroutines": dto.MetricType_GAUGE, "process_resident_memory_bytes": dto.MetricType_GAUGE,
+		"etcdlead_notify_total": dto.MetricType_COUNTER,
+		"go_goroutines":         dto.MetricType_GAUGE, "process_resident_memory_bytes": dto.MetricType_GAUGE,
 		"process_cpu_seconds_total": dto.MetricType_COUNTER, "process_open_fds": dto.MetricType_GAUGE,
 	}
 	for name, typ := range types {
@@ -163,6 +165,28 @@ func TestMetricsTypesHelpAndValues(t *testing.T) {
 	}
 	if got := counter("etcdlead_child_exits_total", map[string]string{"code": "2"}); got != 1 {
 		t.Errorf(`etcdlead_child_exits_total{code="2"} %v, want 1`, got)
+	}
+	for _, role := range hookRoles {
+		for _, res := range hookResults {
+			want := 0.0
+			if role == HookLeader && res == HookTimeout {
+				want = 1
+			}
+			if got := counter("etcdlead_notify_total", map[string]string{"role": role, "result": res}); got != want {
+				t.Errorf("etcdlead_notify_total{role=%q,result=%q} %v, want %v", role, res, got, want)
+			}
+		}
+	}
+	for _, role := range hookRoles {
+		for _, res := range hookResults {
+			want := 0.0
+			if role == HookLeader && res == HookTimeout {
+				want = 1
+			}
+			if got := counter("etcdlead_notify_total", map[string]string{"role": role, "result": res}); got != want {
+				t.Errorf("etcdlead_notify_total{role=%q,result=%q} %v, want %v", role, res, got, want)
+			}
+		}
 	}
 	if v := mfs["etcdlead_is_leader"].GetMetric(); len(v) != 1 || v[0].GetGauge().GetValue() != 0 {
 		t.Errorf("etcdlead_is_leader %v after the child exited, want one series at 0", v)

@@ -43,6 +43,26 @@ const (
 	ReasonIneligible  = "ineligible" // stepped down: --eligible-cmd failed
 )
 
+// The roles --notify tells its command of, and how each run of it ended:
+// the labels of etcdlead_notify_total{role,result}, a fixed set, so each
+// series exists from the start (docs/operating.md, "Telling others of a
+// role change").
+const (
+	HookLeader   = "leader"   // the command was started: this candidate leads
+	HookFollower = "follower" // a term ended: its command and every descendant are gone
+	HookStopped  = "stopped"  // etcdlead exits, its command gone
+
+	HookOK       = "ok"       // exited 0
+	HookFailed   = "failed"   // exited non-zero, or could not be run
+	HookTimeout  = "timeout"  // killed with its processes at --notify-timeout
+	HookReplaced = "replaced" // never ran: a newer role came before it could start
+)
+
+var (
+	hookRoles   = []string{HookLeader, HookFollower, HookStopped}
+	hookResults = []string{HookOK, HookFailed, HookTimeout, HookReplaced}
+)
+
 var reasons = []string{ReasonElected, ReasonExited, ReasonStopped, ReasonTimeout, ReasonResigned,
 	ReasonPaused, ReasonKeyDeleted, ReasonKeyReplaced, ReasonLeaseLost, ReasonFenced, ReasonLost, ReasonRefused,
 	ReasonPastFence, ReasonStartFailed, ReasonKeeperLost, ReasonUnhealthy, ReasonIneligible}
@@ -72,6 +92,9 @@ type Monitor struct {
 	// checks are the health and eligibility checks' last verdicts, by
 	// check name (CheckHealth, CheckEligible).
 	checks map[string]Check
+	// ended is the reason the last term ended (TermEnded), for the hook
+	// told of it (--notify).
+	ended string
 
 	m metrics
 }
@@ -212,9 +235,21 @@ func (m *Monitor) ChildExited(code int, fenced bool) {
 func (m *Monitor) TermEnded(reason string) {
 	m.mu.Lock()
 	m.key, m.rev, m.lease, m.slot = "", 0, 0, -1
+	m.ended = reason
 	m.mu.Unlock()
 	m.m.change(reason).Inc()
 }
+
+// LastEnded is the reason the last term ended, "" before any did.
+func (m *Monitor) LastEnded() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ended
+}
+
+// Hooked counts a run of --notify's command for role, or a role it was
+// never told because a newer one replaced it (result HookReplaced).
+func (m *Monitor) Hooked(role, result string) { m.m.hook(role, result).Inc() }
 
 // Healthy: etcd answered this instance (its queueing or a renewal of its
 // lease) within one TTL.

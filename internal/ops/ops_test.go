@@ -221,6 +221,11 @@ func TestMetricsBeforeAnyEvent(t *testing.T) {
 	for _, r := range reasons {
 		want = append(want, `etcdlead_leadership_changes_total{reason="`+r+`"} 0`)
 	}
+	for _, role := range hookRoles {
+		for _, res := range hookResults {
+			want = append(want, `etcdlead_notify_total{role="`+role+`",result="`+res+`"} 0`)
+		}
+	}
 	for _, w := range want {
 		if code != http.StatusOK || !strings.Contains(body, w) {
 			t.Errorf("/metrics (%d) lacks %q", code, w)
@@ -274,8 +279,22 @@ func TestOperatingListsEveryReason(t *testing.T) {
 	}
 }
 
-// Every Reason constant is in reasons, so that its series reads zero from
-// the start rather than appearing at its first event.
+// docs/operating.md names every role and result of etcdlead_notify_total.
+func TestOperatingListsEveryHookLabel(t *testing.T) {
+	b, err := os.ReadFile("../../docs/operating.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range append(slices.Clone(hookRoles), hookResults...) {
+		if !strings.Contains(string(b), "`"+v+"`") {
+			t.Errorf("docs/operating.md does not name the --notify role or result `%s`", v)
+		}
+	}
+}
+
+// Every Reason constant is in reasons, and every Hook constant in
+// hookRoles or hookResults, so that its series reads zero from the start
+// rather than appearing at its first event.
 func TestEveryReasonSeriesExistsFromTheStart(t *testing.T) {
 	f, err := parser.ParseFile(token.NewFileSet(), "monitor.go", nil, 0)
 	if err != nil {
@@ -290,12 +309,15 @@ func TestEveryReasonSeriesExistsFromTheStart(t *testing.T) {
 			vs := s.(*ast.ValueSpec)
 			for i, n := range vs.Names {
 				lit, ok := vs.Values[i].(*ast.BasicLit)
-				if !strings.HasPrefix(n.Name, "Reason") || !ok {
+				if !ok {
 					continue
 				}
-				v := lit.Value
-				if !slices.Contains(reasons, strings.Trim(v, `"`)) {
+				v := strings.Trim(lit.Value, `"`)
+				switch {
+				case strings.HasPrefix(n.Name, "Reason") && !slices.Contains(reasons, v):
 					t.Errorf("%s (%s) is not in reasons: its series appears only at its first event", n.Name, v)
+				case strings.HasPrefix(n.Name, "Hook") && !slices.Contains(hookRoles, v) && !slices.Contains(hookResults, v):
+					t.Errorf("%s (%s) is in neither hookRoles nor hookResults: its series appear only at their first event", n.Name, v)
 				}
 			}
 		}

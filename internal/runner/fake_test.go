@@ -70,6 +70,25 @@ func (j *journal) waitFor(t *testing.T, event string, n int) {
 	}
 }
 
+// await is waitFor(event, 1) for a fake's goroutine, which must not
+// fail the test: it gives up after safety, and the test's own wait fails.
+func (j *journal) await(event string) {
+	timeout := time.After(safety)
+	for {
+		j.mu.Lock()
+		seen, ch := slices.Contains(j.events, event), j.changed
+		j.mu.Unlock()
+		if seen {
+			return
+		}
+		select {
+		case <-ch:
+		case <-timeout:
+			return
+		}
+	}
+}
+
 // before checks that a happened, and before b if b happened.
 func (j *journal) before(t *testing.T, a, b string) {
 	t.Helper()
@@ -351,6 +370,7 @@ type rig struct {
 	cancel  context.CancelFunc
 	out     chan *Outcome
 	log     *logLines // the runner's log, as text
+	mon     *ops.Monitor
 }
 
 // logLines is a log output that a test may read while the runner writes.
@@ -395,9 +415,9 @@ func newRig(t *testing.T, cfg Config, setup func(g *rig) []func(int) (*Leadershi
 	g.camp = &fakeCampaigner{j: g.j}
 	g.keepers = &fakeKeepers{j: g.j}
 	g.camp.answers = setup(g)
-	mon := ops.New(cfg.Election, cfg.ID, "test", cfg.Timing.TTL, nil)
+	g.mon = ops.New(cfg.Election, cfg.ID, "test", cfg.Timing.TTL, nil)
 	log := hclog.New(&hclog.LoggerOptions{Output: g.log, Level: hclog.Info})
-	r := New(cfg, g.camp, g.keepers, signals.Fake(g.sigs), mon, log)
+	r := New(cfg, g.camp, g.keepers, signals.Fake(g.sigs), g.mon, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel
 	t.Cleanup(cancel)

@@ -286,6 +286,7 @@ func (r *Runner) startChild(term *Leadership) (Child, *Outcome) {
 		r.log.Info("child started", "pid", child.Pid(), "rev", term.Rev)
 	}
 	r.mon.ChildStarted(child.Pid())
+	r.notes.set(ops.HookLeader, ops.ReasonElected, term.Rev)
 	return child, nil
 }
 

@@ -25,9 +25,17 @@ var errStopped = errors.New("stopped by signal")
 
 // Run is the term loop (docs/design.md, "One term, step by step"):
 // campaign, lead, and unless the options say to end, back off and campaign
-// again. It returns how the run ended, never nil. ctx ending stops the run
-// as a stop signal would.
+// again. It returns how the run ended, never nil, and only once the
+// --notify command, if any, has been told (and no run of it is left). ctx
+// ending stops the run as a stop signal would.
 func (r *Runner) Run(ctx context.Context) *Outcome {
+	r.notes = r.startNotifier()
+	o := r.run(ctx)
+	r.notes.close(o.Kind.String())
+	return o
+}
+
+func (r *Runner) run(ctx context.Context) *Outcome {
 	defer r.keepers.Drop()
 	b := newBackoff(r.cfg.Timing.TTL)
 	r.mon.Say("connecting to etcd")
@@ -47,6 +55,8 @@ func (r *Runner) Run(ctx context.Context) *Outcome {
 			if o := r.lead(ctx, term); o != nil {
 				return o
 			}
+			// The term's processes are all gone: told only now.
+			r.notes.set(ops.HookFollower, r.mon.LastEnded(), 0)
 			if time.Since(started) > stableTerm {
 				b.Reset()
 			}

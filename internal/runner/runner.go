@@ -43,6 +43,8 @@ type Config struct {
 	// Eligible decides whether this candidate may queue and lead
 	// (--eligible-cmd); nil for none.
 	Eligible *Check
+	// Notify is told of each change of role (--notify); nil for none.
+	Notify *Notify
 	// Won, if set, is called when a term is won, before its child starts:
 	// from then on the run can no longer end as NotLeader before a child
 	// ran.
@@ -149,6 +151,9 @@ type Runner struct {
 	// in place; lastUnhealthy is the last unhealthy verdict.
 	sick, restarts *backoff.ExponentialBackOff
 	lastUnhealthy  time.Time
+	// notes tells --notify's command of each change of role; nil without
+	// one.
+	notes *notifier
 }
 
 // New returns a runner. sigs must catch signals before anything is
