@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/etcdlead/etcdlead/internal/exitcode"
 	"github.com/etcdlead/etcdlead/supervisor/internal/keeper"
 	"github.com/etcdlead/etcdlead/supervisor/internal/proctree"
 )
@@ -39,8 +40,8 @@ func orStd(f, std *os.File) *os.File {
 	return std
 }
 
-// ExecError is a child that could not be started: Code is ExitCannotExec or
-// ExitNotFound.
+// ExecError is a child that could not be started: Code is exitcode.CannotExec or
+// exitcode.NotFound.
 type ExecError struct {
 	Code int
 	Msg  string
@@ -66,10 +67,10 @@ var errKeeperProtocol = errors.New("keeper speaks another protocol")
 
 // Result is how a child's group ended.
 type Result struct {
-	Code   int    // the child's exit code, or SignalExit(N) for signal N
+	Code   int    // the child's exit code, or exitcode.Signal(N) for signal N
 	Reason Reason // who ended it
 	// Signaled: the child ended by itself (ReasonExited) through signal
-	// Code-ExitSignalBase, which no supervisor sent (a Ctrl-C, a kill by
+	// Code-exitcode.SignalBase, which no supervisor sent (a Ctrl-C, a kill by
 	// hand); it did not merely exit with that code.
 	Signaled bool
 }
@@ -378,7 +379,7 @@ func (c *Child) wait(k *keeperProc, status *bufio.Scanner) {
 	if c.supervisorFenced() {
 		reason = ReasonFenced
 	}
-	c.publish(Result{Code: SignalExit(syscall.SIGKILL), Reason: reason})
+	c.publish(Result{Code: exitcode.Signal(syscall.SIGKILL), Reason: reason})
 }
 
 // emptyCgroup returns once the child's cgroup holds no live process: the

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/etcdlead/etcdlead/internal/bootclock"
+	"github.com/etcdlead/etcdlead/internal/exitcode"
 )
 
 // The test binary doubles as the keeper (argv[1] == KeeperArg, as in
@@ -429,8 +430,8 @@ func TestExecFailures(t *testing.T) {
 		path string
 		code int
 	}{
-		{"/nonexistent/command", ExitNotFound},
-		{t.TempDir(), ExitCannotExec},
+		{"/nonexistent/command", exitcode.NotFound},
+		{t.TempDir(), exitcode.CannotExec},
 	} {
 		_, err := Start(Spec{Path: c.path, Argv: []string{c.path}, KillSignal: syscall.SIGTERM,
 			KillTimeout: time.Second, FenceMargin: time.Second, LogLevel: "error"}, hclog.NewNullLogger())

@@ -1,22 +1,6 @@
 package supervisor
 
-import (
-	"syscall"
-
-	"github.com/etcdlead/etcdlead/supervisor/internal/keeper"
-)
-
-// Exit codes, after timeout(1), env(1) and the shells (the keeper's, which
-// reports them).
-const (
-	ExitFailure    = keeper.ExitFailure    // the keeper (or etcdlead) itself failed
-	ExitCannotExec = keeper.ExitCannotExec // the command exists but cannot be executed
-	ExitNotFound   = keeper.ExitNotFound   // the command does not exist
-	ExitSignalBase = keeper.ExitSignalBase // ended by signal N: ExitSignalBase+N
-)
-
-// SignalExit is the exit code of a process ended by sig.
-func SignalExit(sig syscall.Signal) int { return keeper.SignalExit(sig) }
+import "github.com/etcdlead/etcdlead/supervisor/internal/keeper"
 
 // Reason says why the child's group ended.
 type Reason = keeper.Reason

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/etcdlead/etcdlead/internal/bootclock"
+	"github.com/etcdlead/etcdlead/internal/exitcode"
 	"github.com/etcdlead/etcdlead/internal/testsupport/proctest"
 	"github.com/etcdlead/etcdlead/supervisor/internal/keeper"
 	"github.com/etcdlead/etcdlead/supervisor/internal/proctree"
@@ -422,8 +423,8 @@ func TestKeeperRefusesWithoutFenceValues(t *testing.T) {
 		cmd.Stderr = &stderr
 		err := cmd.Run()
 		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != ExitFailure || !strings.Contains(stderr.String(), c.want) {
-			t.Errorf("keeper %q: %v, stderr %q; want exit %d saying %q", args[2:], err, stderr.String(), ExitFailure, c.want)
+		if !errors.As(err, &ee) || ee.ExitCode() != exitcode.Failure || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("keeper %q: %v, stderr %q; want exit %d saying %q", args[2:], err, stderr.String(), exitcode.Failure, c.want)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/etcdlead/etcdlead/internal/bootclock"
+	"github.com/etcdlead/etcdlead/internal/exitcode"
 	"github.com/etcdlead/etcdlead/internal/testsupport/proctest"
 	"github.com/etcdlead/etcdlead/supervisor/internal/keeper"
 )
@@ -205,8 +206,8 @@ func TestKeeperOfAnotherProtocol(t *testing.T) {
 		statR.Close()
 		err = cmd.Wait()
 		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != ExitFailure {
-			t.Errorf("keeper of another protocol: %v, want exit %d", err, ExitFailure)
+		if !errors.As(err, &ee) || ee.ExitCode() != exitcode.Failure {
+			t.Errorf("keeper of another protocol: %v, want exit %d", err, exitcode.Failure)
 		}
 		if said != "keeper 0-test\n" {
 			t.Errorf("keeper said %q, want only its protocol", said)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/etcdlead/etcdlead/internal/exitcode"
 	"github.com/etcdlead/etcdlead/supervisor/internal/proctree"
 )
 
@@ -21,7 +22,7 @@ var ErrUnsupported = errors.New("etcdlead keeps its promise only on Linux; this 
 // RunKeeper refuses: see ErrUnsupported.
 func RunKeeper([]string) int {
 	fmt.Fprintln(os.Stderr, "etcdlead:", ErrUnsupported)
-	return ExitFailure
+	return exitcode.Failure
 }
 
 // Supported reports whether this platform keeps the promise: it does not.

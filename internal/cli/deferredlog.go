@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/etcdlead/etcdlead/internal/exitcode"
 	"github.com/etcdlead/etcdlead/internal/logbuf"
 	"github.com/etcdlead/etcdlead/internal/runner"
 )
@@ -105,7 +106,7 @@ func (d *deferredLog) won() {
 // and, for a --once run kept back to its end, after any success.
 func (d *deferredLog) end(e *runEnd) {
 	if d != nil && d.untilEnd {
-		d.release(exitCode(e) != exitOK)
+		d.release(exitCode(e) != exitcode.OK)
 		return
 	}
 	d.release(!silentLoss(e.Outcome, e.conflictCode))

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/etcdlead/etcdlead/campaign"
+	"github.com/etcdlead/etcdlead/internal/exitcode"
 )
 
 // unsetenv removes a variable for one test, restoring it afterwards.
@@ -83,8 +84,8 @@ func checkRefusal(t *testing.T, what string, err error, want string) {
 	if got := errorMessage(err); got != want {
 		t.Errorf("%s: refused with\n\t%q\nwant\n\t%q", what, got, want)
 	}
-	if code := exitCode(err); code != exitFailure {
-		t.Errorf("%s: exit code %d, want %d", what, code, exitFailure)
+	if code := exitCode(err); code != exitcode.Failure {
+		t.Errorf("%s: exit code %d, want %d", what, code, exitcode.Failure)
 	}
 }
 

@@ -5,22 +5,12 @@ import (
 	"fmt"
 
 	"github.com/etcdlead/etcdlead/campaign"
+	"github.com/etcdlead/etcdlead/internal/exitcode"
 	"github.com/etcdlead/etcdlead/internal/runner"
-	"github.com/etcdlead/etcdlead/supervisor"
 )
 
-// Exit codes, after timeout(1), env(1), flock(1) and tini. A child's own code
-// (or 128+N for signal N) passes through unchanged.
-const (
-	exitOK         = 0
-	exitNoLeader   = 3                         // status, resign: no leader
-	exitConflict   = 75                        // not leader when --wait ended (--conflict-exit-code)
-	exitLostOnce   = 76                        // --once: leadership lost while the command ran
-	exitTimeout    = 124                       // --timeout: the command ran too long
-	exitFailure    = supervisor.ExitFailure    // etcdlead failed: flags, configuration, etcd
-	exitCannotExec = supervisor.ExitCannotExec // COMMAND cannot be executed
-	exitNotFound   = supervisor.ExitNotFound   // COMMAND not found
-)
+// The numbers live in internal/exitcode; exitCode below decides which
+// outcome gets which.
 
 // exitError is an end of the CLI's own, outside a run: bad input, a command
 // that cannot run, status without a leader. A nil err exits silently.
@@ -41,7 +31,7 @@ func (e *exitError) Unwrap() error { return e.err }
 func withCode(code int, err error) error { return &exitError{code: code, err: err} }
 
 func failf(format string, args ...any) error {
-	return withCode(exitFailure, fmt.Errorf(format, args...))
+	return withCode(exitcode.Failure, fmt.Errorf(format, args...))
 }
 
 // runEnd is how a run ended, with the code the user chose for losing.
@@ -60,7 +50,7 @@ func exitCode(err error) int {
 	var ee *exitError
 	switch {
 	case err == nil:
-		return exitOK
+		return exitcode.OK
 	case errors.As(err, &end):
 		switch end.Kind {
 		case runner.ChildExited, runner.Stopped:
@@ -68,17 +58,17 @@ func exitCode(err error) int {
 		case runner.NotLeader:
 			return end.conflictCode
 		case runner.LostOnce:
-			return exitLostOnce
+			return exitcode.LostOnce
 		case runner.TimedOut:
-			return exitTimeout
+			return exitcode.Timeout
 		case runner.ExecFailed:
 			return end.Code // 126 or 127
 		}
-		return exitFailure // Refused, Unreachable, KeeperLost, Failed
+		return exitcode.Failure // Refused, Unreachable, KeeperLost, Failed
 	case errors.As(err, &ee):
 		return ee.code
 	}
-	return exitFailure
+	return exitcode.Failure
 }
 
 // errorMessage is the one line printed for err, or "" for a silent exit.

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/etcdlead/etcdlead/internal/exitcode"
 	"github.com/etcdlead/etcdlead/internal/runner"
 )
 
@@ -36,7 +37,7 @@ func readmeTable(t *testing.T, heading string) [][]string {
 }
 
 func run(k runner.Kind, code int, err error) error {
-	return &runEnd{Outcome: &runner.Outcome{Kind: k, Code: code, Err: err}, conflictCode: exitConflict}
+	return &runEnd{Outcome: &runner.Outcome{Kind: k, Code: code, Err: err}, conflictCode: exitcode.Conflict}
 }
 
 var errX = errors.New("x")
@@ -59,8 +60,8 @@ var exitRows = map[string][]exitCase{
 		{"child obeyed SIGTERM with 0", run(runner.Stopped, 0, nil), 0, ""},
 	},
 	"3": {
-		{"status: no leader", withCode(exitNoLeader, nil), 3, ""},
-		{"resign: --id does not lead", withCode(exitNoLeader, errX), 3, "x"},
+		{"status: no leader", withCode(exitcode.NoLeader, nil), 3, ""},
+		{"resign: --id does not lead", withCode(exitcode.NoLeader, errX), 3, "x"},
 	},
 	"75": {
 		{"not leader", run(runner.NotLeader, 0, errX), 75, "x"},
@@ -82,8 +83,8 @@ var exitRows = map[string][]exitCase{
 		{"any other error", errX, 125, "x"},
 	},
 	"126 / 127": {
-		{"not executable, found at start", withCode(exitCannotExec, errX), 126, "x"},
-		{"not found at start", withCode(exitNotFound, errX), 127, "x"},
+		{"not executable, found at start", withCode(exitcode.CannotExec, errX), 126, "x"},
+		{"not found at start", withCode(exitcode.NotFound, errX), 127, "x"},
 		{"not executable at exec", run(runner.ExecFailed, 126, errX), 126, "x"},
 		{"gone at exec", run(runner.ExecFailed, 127, errX), 127, "x"},
 	},

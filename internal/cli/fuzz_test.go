@@ -16,6 +16,7 @@ import (
 
 	"github.com/etcdlead/etcdlead/campaign"
 	"github.com/etcdlead/etcdlead/internal/etcdconn"
+	"github.com/etcdlead/etcdlead/internal/exitcode"
 )
 
 // parseRunArgs parses `etcdlead run ARGS -- true` with the real flags and
@@ -67,8 +68,8 @@ func FuzzRunFlags(f *testing.F) {
 			if msg == "" || strings.ContainsAny(msg, "\r\n") {
 				t.Fatalf("%q: refusal is not one line: %q", args, msg)
 			}
-			if code := exitCode(err); code != exitFailure {
-				t.Fatalf("%q: exit code %d for bad flags, want %d", args, code, exitFailure)
+			if code := exitCode(err); code != exitcode.Failure {
+				t.Fatalf("%q: exit code %d for bad flags, want %d", args, code, exitcode.Failure)
 			}
 			return
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/etcdlead/etcdlead/campaign"
 	"github.com/etcdlead/etcdlead/internal/etcdconn"
+	"github.com/etcdlead/etcdlead/internal/exitcode"
 	"github.com/etcdlead/etcdlead/internal/oneline"
 )
 
@@ -141,7 +142,7 @@ func resumeAction(c *cli.Context) error {
 		return etcdFailed("resume", cc, err)
 	}
 	if !was {
-		return withCode(exitNoLeader, fmt.Errorf("%s was not paused", l.Prefix()))
+		return withCode(exitcode.NoLeader, fmt.Errorf("%s was not paused", l.Prefix()))
 	}
 	fmt.Printf("resumed %s\n", l.Prefix())
 	return nil

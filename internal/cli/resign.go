@@ -10,6 +10,7 @@ import (
 
 	"github.com/etcdlead/etcdlead/campaign"
 	"github.com/etcdlead/etcdlead/internal/etcdconn"
+	"github.com/etcdlead/etcdlead/internal/exitcode"
 	"github.com/etcdlead/etcdlead/internal/oneline"
 )
 
@@ -118,12 +119,12 @@ func (r resigner) resign(ctx context.Context, id string, force bool) error {
 	p := r.layout.Prefix()
 	leader := el.Leader()
 	if leader == nil {
-		return withCode(exitNoLeader, fmt.Errorf("no leader in %s", p))
+		return withCode(exitcode.NoLeader, fmt.Errorf("no leader in %s", p))
 	}
 	// As etcd holds it, it may be anything: printed only as one clean line.
 	who := oneline.Quote(string(leader.Value))
 	if id != "" && string(leader.Value) != id {
-		return withCode(exitNoLeader, fmt.Errorf("%s does not lead %s: %s does", oneline.Quote(id), p, who))
+		return withCode(exitcode.NoLeader, fmt.Errorf("%s does not lead %s: %s does", oneline.Quote(id), p, who))
 	}
 	clear, err := campaign.RequestResign(rctx, r.cli, r.layout, leader, r.dial)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/etcdlead/etcdlead/campaign"
 	"github.com/etcdlead/etcdlead/internal/bootclock"
 	"github.com/etcdlead/etcdlead/internal/etcdconn"
+	"github.com/etcdlead/etcdlead/internal/exitcode"
 	"github.com/etcdlead/etcdlead/internal/health"
 	"github.com/etcdlead/etcdlead/internal/logbuf"
 	"github.com/etcdlead/etcdlead/internal/ops"
@@ -217,7 +218,7 @@ func runFlags() []cli.Flag {
 			Usage: "give up if not leading after this long; 0 gives up at once, like --no-wait"}, 0),
 		&cli.BoolFlag{Name: flagNoWait, EnvVars: []string{envNoWait}, Category: catWhen,
 			Usage: "give up at once if another candidate leads: exit 75, like flock -n -E 75"},
-		&cli.IntFlag{Name: flagConflictCode, Value: exitConflict, EnvVars: []string{envConflictCode}, Category: catWhen,
+		&cli.IntFlag{Name: flagConflictCode, Value: exitcode.Conflict, EnvVars: []string{envConflictCode}, Category: catWhen,
 			Usage: "exit code when --wait or --no-wait ends while another candidate leads; 0 also keeps such a loss silent, and with --once a run that exits 0"},
 		&cli.BoolFlag{Name: flagOnce, EnvVars: []string{envOnce}, Category: catWhen,
 			Usage: "run the command at most once: if leadership is lost, stop it and exit 76"},

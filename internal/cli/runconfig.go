@@ -21,6 +21,7 @@ import (
 
 	"github.com/etcdlead/etcdlead/campaign"
 	"github.com/etcdlead/etcdlead/internal/etcdconn"
+	"github.com/etcdlead/etcdlead/internal/exitcode"
 	"github.com/etcdlead/etcdlead/supervisor"
 )
 
@@ -323,12 +324,12 @@ func resolveCommand(name string) (string, error) {
 	path, err := exec.LookPath(name)
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			return "", withCode(exitNotFound, fmt.Errorf("command not found: %s", name))
+			return "", withCode(exitcode.NotFound, fmt.Errorf("command not found: %s", name))
 		}
-		return "", withCode(exitCannotExec, fmt.Errorf("cannot execute %s: %v", name, errors.Unwrap(err)))
+		return "", withCode(exitcode.CannotExec, fmt.Errorf("cannot execute %s: %v", name, errors.Unwrap(err)))
 	}
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return "", withCode(exitCannotExec, fmt.Errorf("cannot execute %s: is a directory", name))
+		return "", withCode(exitcode.CannotExec, fmt.Errorf("cannot execute %s: is a directory", name))
 	}
 	return path, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/etcdlead/etcdlead/campaign"
 	"github.com/etcdlead/etcdlead/internal/etcdconn"
+	"github.com/etcdlead/etcdlead/internal/exitcode"
 	"github.com/etcdlead/etcdlead/internal/oneline"
 )
 
@@ -171,7 +172,7 @@ func statusAction(c *cli.Context) error {
 			return nil
 		}
 	}
-	return withCode(exitNoLeader, nil)
+	return withCode(exitcode.NoLeader, nil)
 }
 
 // readElections reads the candidates of one election, or of all under

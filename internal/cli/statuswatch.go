@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 
 	"github.com/etcdlead/etcdlead/campaign"
+	"github.com/etcdlead/etcdlead/internal/exitcode"
 	"github.com/etcdlead/etcdlead/internal/logbuf"
 	"github.com/etcdlead/etcdlead/internal/oneline"
 	"github.com/etcdlead/etcdlead/signals"
@@ -249,7 +250,7 @@ func (w *statusWatch) emit(el electionJSON, rev int64) error {
 	switch {
 	case errors.Is(err, syscall.EPIPE):
 		// The reader is gone (`| head -1`): the stream has done its job.
-		return withCode(exitOK, nil)
+		return withCode(exitcode.OK, nil)
 	case err != nil:
 		return failf("status: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/etcdlead/etcdlead/campaign"
+	"github.com/etcdlead/etcdlead/internal/exitcode"
 	"github.com/etcdlead/etcdlead/internal/health"
 	"github.com/etcdlead/etcdlead/internal/ops"
 	"github.com/etcdlead/etcdlead/signals"
@@ -332,7 +333,7 @@ func (r *Runner) afterChild(res supervisor.Result, st termState) *Outcome {
 		return end(KeeperLost, res.Code, errors.New("the keeper process died; the child and every process it left were killed"))
 	}
 	r.mon.TermEnded(ops.ReasonExited)
-	if r.cfg.Interactive && res.Signaled && res.Code == supervisor.SignalExit(syscall.SIGINT) {
+	if r.cfg.Interactive && res.Signaled && res.Code == exitcode.Signal(syscall.SIGINT) {
 		// Ctrl-C on the terminal reaches the child, not etcdlead: the user
 		// asked the run to end, not for the command to start again.
 		r.log.Info("the command died of SIGINT from the terminal (Ctrl-C); exiting")

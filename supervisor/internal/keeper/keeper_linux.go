@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/etcdlead/etcdlead/internal/bootclock"
+	"github.com/etcdlead/etcdlead/internal/exitcode"
 	"github.com/etcdlead/etcdlead/internal/fence"
 	"github.com/etcdlead/etcdlead/internal/logbuf"
 	"github.com/etcdlead/etcdlead/signals"
@@ -95,7 +96,7 @@ func Run(args []string) int {
 	defer status.Close()
 	kc, ok := handshake(status, args)
 	if !ok {
-		return ExitFailure
+		return exitcode.Failure
 	}
 	// Caught rather than ignored, so the child starts with default
 	// dispositions; the keeper obeys the pipe, not stray signals. Caught
@@ -148,7 +149,7 @@ func Run(args []string) int {
 
 // handshake says the keeper's protocol on the status pipe, then checks the
 // supervisor's and parses the rest of args; false means the keeper must
-// exit with ExitFailure. Said first, and checked before anything is parsed
+// exit with exitcode.Failure. Said first, and checked before anything is parsed
 // or read: a supervisor of another protocol must learn so even where this
 // keeper would misread the rest, and no child may start under it.
 func handshake(status io.Writer, args []string) (keeperConfig, bool) {
@@ -333,13 +334,13 @@ func awaitExit(pid int) {
 	}
 }
 
-// execFailureCode follows the shells: ExitNotFound when the command does not
-// exist, ExitCannotExec when it exists but cannot be executed.
+// execFailureCode follows the shells: exitcode.NotFound when the command does not
+// exist, exitcode.CannotExec when it exists but cannot be executed.
 func execFailureCode(err error) int {
 	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-		return ExitNotFound
+		return exitcode.NotFound
 	}
-	return ExitCannotExec
+	return exitcode.CannotExec
 }
 
 func readCommands(r io.ReadCloser) <-chan Command {

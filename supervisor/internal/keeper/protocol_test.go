@@ -5,6 +5,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/etcdlead/etcdlead/internal/exitcode"
 )
 
 func TestProtocolRoundTrip(t *testing.T) {
@@ -33,7 +35,7 @@ func TestReportRoundTrip(t *testing.T) {
 		{Op: OpStarted, Pid: 42},
 		{Op: OpStarted, Pid: 42, InCgroup: true},
 		{Op: OpPastFence, Late: 1500 * time.Microsecond},
-		{Op: OpFailed, Code: ExitNotFound, Msg: "exec: \"nope\": executable file not found in $PATH"},
+		{Op: OpFailed, Code: exitcode.NotFound, Msg: "exec: \"nope\": executable file not found in $PATH"},
 		{Op: OpExit, Code: 3, Reason: ReasonExited},
 		{Op: OpExit, Code: 143, Reason: ReasonExited, Signaled: true},
 		{Op: OpExit, Code: 137, Reason: ReasonFenced},

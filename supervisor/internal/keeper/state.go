@@ -4,6 +4,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/etcdlead/etcdlead/internal/exitcode"
 	"github.com/etcdlead/etcdlead/internal/fence"
 )
 
@@ -83,9 +84,9 @@ func (s *groupState) tick(now time.Duration) []syscall.Signal {
 // exitCode is what the supervisor reports for this group.
 func (s *groupState) exitCode() int {
 	if s.childExit == nil {
-		return SignalExit(syscall.SIGKILL)
+		return exitcode.Signal(syscall.SIGKILL)
 	}
-	return ExitCode(*s.childExit)
+	return exitcode.Of(*s.childExit)
 }
 
 // signaled reports whether a signal ended the direct child, rather than an

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdlead/etcdlead/internal/exitcode"
 	"github.com/etcdlead/etcdlead/internal/fence"
 )
 
@@ -97,8 +98,8 @@ func TestExitCodes(t *testing.T) {
 		{syscall.WaitStatus(syscall.SIGTERM), 143},
 		{syscall.WaitStatus(syscall.SIGKILL), 137},
 	} {
-		if got := ExitCode(c.ws); got != c.want {
-			t.Errorf("ExitCode(%#x) = %d, want %d", uint32(c.ws), got, c.want)
+		if got := exitcode.Of(c.ws); got != c.want {
+			t.Errorf("exitcode.Of(%#x) = %d, want %d", uint32(c.ws), got, c.want)
 		}
 	}
 }
