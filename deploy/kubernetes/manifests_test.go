@@ -457,14 +457,6 @@ func invocation(t *testing.T, c corev1.Container) (argv []string, prelude string
 	return argv, prelude
 }
 
-// pending are the notify hook's flag and variables, named as it is being
-// added (internal/runner, internal/cli); the help text below lists them
-// once it is.
-var pending = map[string]bool{
-	"--notify": true, "--notify-timeout": true,
-	"ETCDLEAD_NOTIFY": true, "ETCDLEAD_NOTIFY_TIMEOUT": true,
-}
-
 // defaultKillTimeout is --kill-timeout's default, as the help text of
 // `etcdlead run` gives it.
 func defaultKillTimeout(t *testing.T) time.Duration {
@@ -511,14 +503,8 @@ func runOptions(t *testing.T) map[string]bool {
 }
 
 func known(t *testing.T, opts map[string]bool, name string) bool {
-	if opts[name] {
-		return true
-	}
-	if pending[name] {
-		t.Logf("%s is not in this build's help yet: taken as the notify hook's", name)
-		return true
-	}
-	return false
+	t.Helper()
+	return opts[name]
 }
 
 // options are the --name=value words before "--", by name; a bare --name
