@@ -75,69 +75,19 @@ const deadlinePoll = 250 * time.Millisecond
 func (c *Command) Check(ctx context.Context, deadline func() time.Duration) (res Result) {
 	res = Result{Code: -1, At: time.Now()}
 	defer func() { res.Took = time.Since(res.At) }()
-	r, w, err := os.Pipe()
+	var fence time.Duration
+	if deadline != nil {
+		fence = deadline()
+	}
+	child, r, err := c.start(fence)
 	if err != nil {
 		res.Err = err.Error()
 		return res
 	}
 	defer r.Close()
-	devnull, err := os.Open(os.DevNull)
-	if err != nil {
-		w.Close()
-		res.Err = err.Error()
-		return res
-	}
-	var fence time.Duration
-	if deadline != nil {
-		fence = deadline()
-	}
-	// Stdin is not the terminal: a check never takes its foreground.
-	child, err := supervisor.Start(supervisor.Spec{
-		Path: "/bin/sh", Argv: append([]string{"sh", "-c", c.Shell}, c.Args...), Env: c.Env,
-		KillSignal: syscall.SIGTERM, KillTimeout: c.KillTimeout, FenceMargin: c.FenceMargin, Deadline: fence,
-		LogLevel: "error", Stdin: devnull, Stdout: w, Stderr: w,
-	}, c.Log)
-	w.Close()
-	devnull.Close()
-	if err != nil {
-		res.Err = "not started: " + err.Error()
-		return res
-	}
 	out := make(chan string, 1)
 	go func() { out <- readCapped(r) }()
-	timeout := time.NewTimer(c.Timeout)
-	defer timeout.Stop()
-	var follow <-chan time.Time
-	if deadline != nil {
-		t := time.NewTicker(deadlinePoll)
-		defer t.Stop()
-		follow = t.C
-	}
-wait:
-	for {
-		select {
-		case <-child.Done():
-			break wait
-		case <-follow:
-			// The term was renewed: its fence moves on, for the check's
-			// processes as for the command's.
-			if d := deadline(); d != fence {
-				fence = d
-				child.SetDeadline(d)
-			}
-		case <-timeout.C:
-			child.Kill()
-			<-child.Done()
-			res.Err = fmt.Sprintf("timed out after %s", c.Timeout)
-			res.TimedOut = true
-			break wait
-		case <-ctx.Done():
-			child.Kill()
-			<-child.Done()
-			res.Err = "stopped"
-			break wait
-		}
-	}
+	res.Err, res.TimedOut = c.await(ctx, child, deadline, fence)
 	// Every process of the check is gone, so the pipe ends once the
 	// keeper, which writes to it too, has exited: soon.
 	_ = r.SetReadDeadline(time.Now().Add(time.Second))
@@ -156,6 +106,69 @@ wait:
 		res.Err = fmt.Sprintf("ended: %s", x.Reason)
 	}
 	return res
+}
+
+// start starts the command under a keeper of its own, fenced at fence,
+// with its stdout and stderr on the returned pipe.
+func (c *Command) start(fence time.Duration) (*supervisor.Child, *os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		r.Close()
+		w.Close()
+		return nil, nil, err
+	}
+	// Stdin is not the terminal: a check never takes its foreground.
+	child, err := supervisor.Start(supervisor.Spec{
+		Path: "/bin/sh", Argv: append([]string{"sh", "-c", c.Shell}, c.Args...), Env: c.Env,
+		KillSignal: syscall.SIGTERM, KillTimeout: c.KillTimeout, FenceMargin: c.FenceMargin, Deadline: fence,
+		LogLevel: "error", Stdin: devnull, Stdout: w, Stderr: w,
+	}, c.Log)
+	w.Close()
+	devnull.Close()
+	if err != nil {
+		r.Close()
+		return nil, nil, fmt.Errorf("not started: %w", err)
+	}
+	return child, r, nil
+}
+
+// await waits for the command's end, moving its fence with the term's
+// deadline, and kills its whole tree at the timeout or once ctx ends. It
+// returns why the check failed before the command ended, "" otherwise.
+func (c *Command) await(ctx context.Context, child *supervisor.Child, deadline func() time.Duration, fence time.Duration) (failed string, timedOut bool) {
+	timeout := time.NewTimer(c.Timeout)
+	defer timeout.Stop()
+	var follow <-chan time.Time
+	if deadline != nil {
+		t := time.NewTicker(deadlinePoll)
+		defer t.Stop()
+		follow = t.C
+	}
+	for {
+		select {
+		case <-child.Done():
+			return "", false
+		case <-follow:
+			// The term was renewed: its fence moves on, for the check's
+			// processes as for the command's.
+			if d := deadline(); d != fence {
+				fence = d
+				child.SetDeadline(d)
+			}
+		case <-timeout.C:
+			child.Kill()
+			<-child.Done()
+			return fmt.Sprintf("timed out after %s", c.Timeout), true
+		case <-ctx.Done():
+			child.Kill()
+			<-child.Done()
+			return "stopped", false
+		}
+	}
 }
 
 // readCapped reads r to its end and returns the first MaxOutput bytes: a
