@@ -25,7 +25,19 @@ var completionNames = map[string]string{
 // directory of that name, and returns its file name.
 func (r *release) archive(b *bins, e *extraFiles) (string, error) {
 	base := fmt.Sprintf("etcdlead_%s_linux_%s", r.fileVersion(), b.arch)
-	files := map[string]string{ // path in the archive → source
+	entries, names := archiveEntries(base, archiveFiles(b, e))
+	data, err := r.tarGz(base, entries, names)
+	if err != nil {
+		return "", err
+	}
+	name := base + ".tar.gz"
+	return name, os.WriteFile(filepath.Join(r.out, name), data, 0o644)
+}
+
+// archiveFiles maps each path in the archive, below its top directory, to
+// the file it holds.
+func archiveFiles(b *bins, e *extraFiles) map[string]string {
+	files := map[string]string{
 		"etcdlead":        b.etcdlead,
 		"etcdlead-keeper": b.keeper,
 		"README.md":       e.readme,
@@ -39,7 +51,14 @@ func (r *release) archive(b *bins, e *extraFiles) (string, error) {
 	for _, p := range e.docs {
 		files["docs/"+filepath.Base(p)] = p
 	}
-	entries := map[string]string{base + "/": ""} // full path → source, "" for a directory
+	return files
+}
+
+// archiveEntries are the archive's entries under base, files and the
+// directories that hold them, as full path → source, "" for a directory,
+// and their full paths in the order they are written.
+func archiveEntries(base string, files map[string]string) (map[string]string, []string) {
+	entries := map[string]string{base + "/": ""}
 	for n, src := range files {
 		entries[base+"/"+n] = src
 		if d, _, ok := strings.Cut(n, "/"); ok {
@@ -51,43 +70,50 @@ func (r *release) archive(b *bins, e *extraFiles) (string, error) {
 		names = append(names, n)
 	}
 	sort.Strings(names) // a directory sorts before what it holds
+	return entries, names
+}
 
+// tarGz is the gzipped tar of entries, written in the order of names.
+func (r *release) tarGz(base string, entries map[string]string, names []string) ([]byte, error) {
 	var buf bytes.Buffer
 	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	tw := tar.NewWriter(zw)
 	for _, n := range names {
-		if entries[n] == "" {
-			if err := tw.WriteHeader(r.tarHeader(n, tar.TypeDir, 0o755, 0)); err != nil {
-				return "", err
-			}
-			continue
-		}
-		data, err := os.ReadFile(entries[n])
-		if err != nil {
-			return "", err
-		}
-		mode := int64(0o644)
-		if rel := strings.TrimPrefix(n, base+"/"); rel == "etcdlead" || rel == "etcdlead-keeper" {
-			mode = 0o755
-		}
-		if err := tw.WriteHeader(r.tarHeader(n, tar.TypeReg, mode, int64(len(data)))); err != nil {
-			return "", err
-		}
-		if _, err := tw.Write(data); err != nil {
-			return "", err
+		if err := r.tarEntry(tw, base, n, entries[n]); err != nil {
+			return nil, err
 		}
 	}
 	if err := tw.Close(); err != nil {
-		return "", err
+		return nil, err
 	}
 	if err := zw.Close(); err != nil {
-		return "", err
+		return nil, err
 	}
-	name := base + ".tar.gz"
-	return name, os.WriteFile(filepath.Join(r.out, name), buf.Bytes(), 0o644)
+	return buf.Bytes(), nil
+}
+
+// tarEntry writes the entry n of the archive under base: a directory when
+// src is "", else src's content, executable for the two binaries.
+func (r *release) tarEntry(tw *tar.Writer, base, n, src string) error {
+	if src == "" {
+		return tw.WriteHeader(r.tarHeader(n, tar.TypeDir, 0o755, 0))
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	mode := int64(0o644)
+	if rel := strings.TrimPrefix(n, base+"/"); rel == "etcdlead" || rel == "etcdlead-keeper" {
+		mode = 0o755
+	}
+	if err := tw.WriteHeader(r.tarHeader(n, tar.TypeReg, mode, int64(len(data)))); err != nil {
+		return err
+	}
+	_, err = tw.Write(data)
+	return err
 }
 
 // tarHeader is an entry owned by root (uid/gid 0) at the release's time,

@@ -35,35 +35,73 @@ fi
 // packages writes the .deb and the .rpm of one architecture and returns
 // their file names.
 func (r *release) packages(b *bins, e *extraFiles) ([]string, error) {
-	stage := filepath.Dir(filepath.Dir(b.packaged))
-	man := filepath.Join(stage, "etcdlead.1.gz")
-	if err := gzipFile(e.man, man); err != nil {
+	s, err := r.stagePackageFiles(b, e)
+	if err != nil {
 		return nil, err
 	}
-	unit := filepath.Join(stage, "etcdlead@.service")
-	env := filepath.Join(stage, "example.env")
-	hardening := filepath.Join(stage, "hardening.conf")
-	script := filepath.Join(stage, "reload-systemd.sh")
-	for p, data := range map[string][]byte{unit: unitFile, env: exampleEnv, hardening: hardeningConf, script: []byte(reloadSystemd)} {
+	contents := r.packageContents(b, e, s)
+	var names []string
+	for _, format := range []struct {
+		name string
+		p    nfpm.Packager
+	}{{"deb", deb.Default}, {"rpm", rpm.DefaultRPM}} {
+		name, err := r.writePackage(format.name, format.p, r.info(b.arch, s.script, contents))
+		if err != nil {
+			return nil, err
+		}
+		names = append(names, name)
+	}
+	return names, nil
+}
+
+// packageFiles are the paths, in the stage directory, of the files only
+// the packages hold, as stagePackageFiles writes them.
+type packageFiles struct {
+	man, unit, env, hardening, script string
+	changelog, copyright, overrides   string // the .deb's only
+}
+
+// stagePackageFiles writes the packages' own files into the stage
+// directory: the man page gzipped, the embedded files, the install script
+// and Debian's files.
+func (r *release) stagePackageFiles(b *bins, e *extraFiles) (*packageFiles, error) {
+	stage := filepath.Dir(filepath.Dir(b.packaged))
+	s := &packageFiles{
+		man:       filepath.Join(stage, "etcdlead.1.gz"),
+		unit:      filepath.Join(stage, "etcdlead@.service"),
+		env:       filepath.Join(stage, "example.env"),
+		hardening: filepath.Join(stage, "hardening.conf"),
+		script:    filepath.Join(stage, "reload-systemd.sh"),
+	}
+	if err := gzipFile(e.man, s.man); err != nil {
+		return nil, err
+	}
+	for p, data := range map[string][]byte{s.unit: unitFile, s.env: exampleEnv, s.hardening: hardeningConf, s.script: []byte(reloadSystemd)} {
 		if err := os.WriteFile(p, data, 0o644); err != nil {
 			return nil, err
 		}
 	}
-	changelog, copyright, overrides, err := r.debianFiles(stage)
-	if err != nil {
+	var err error
+	if s.changelog, s.copyright, s.overrides, err = r.debianFiles(stage); err != nil {
 		return nil, err
 	}
+	return s, nil
+}
+
+// packageContents lists every file and directory the packages install,
+// in the order the packagers are given them.
+func (r *release) packageContents(b *bins, e *extraFiles, s *packageFiles) files.Contents {
 	contents := files.Contents{
 		r.file(b.packaged, "/usr/bin/etcdlead", "", 0o755),
 		r.file(b.keeper, keeperDir+"/etcdlead-keeper", "", 0o755),
-		r.file(unit, "/usr/lib/systemd/system/etcdlead@.service", "", 0o644),
-		r.file(env, "/etc/etcdlead/example.env", files.TypeConfigNoReplace, 0o644),
-		r.file(man, "/usr/share/man/man1/etcdlead.1.gz", "", 0o644),
+		r.file(s.unit, "/usr/lib/systemd/system/etcdlead@.service", "", 0o644),
+		r.file(s.env, "/etc/etcdlead/example.env", files.TypeConfigNoReplace, 0o644),
+		r.file(s.man, "/usr/share/man/man1/etcdlead.1.gz", "", 0o644),
 		r.file(e.readme, "/usr/share/doc/etcdlead/README.md", "", 0o644),
-		r.file(hardening, "/usr/share/doc/etcdlead/hardening.conf", "", 0o644),
-		r.pkgFile("deb", changelog, "/usr/share/doc/etcdlead/changelog.Debian.gz", "", 0o644),
-		r.pkgFile("deb", copyright, "/usr/share/doc/etcdlead/copyright", "", 0o644),
-		r.pkgFile("deb", overrides, "/usr/share/lintian/overrides/etcdlead", "", 0o644),
+		r.file(s.hardening, "/usr/share/doc/etcdlead/hardening.conf", "", 0o644),
+		r.pkgFile("deb", s.changelog, "/usr/share/doc/etcdlead/changelog.Debian.gz", "", 0o644),
+		r.pkgFile("deb", s.copyright, "/usr/share/doc/etcdlead/copyright", "", 0o644),
+		r.pkgFile("deb", s.overrides, "/usr/share/lintian/overrides/etcdlead", "", 0o644),
 		r.pkgFile("rpm", e.license, "/usr/share/licenses/etcdlead/LICENSE", files.TypeRPMLicense, 0o644),
 		r.pkgFile("deb", e.notices, "/usr/share/doc/etcdlead/"+noticesName, "", 0o644),
 		r.pkgFile("rpm", e.notices, "/usr/share/licenses/etcdlead/"+noticesName, files.TypeRPMLicense, 0o644),
@@ -77,6 +115,13 @@ func (r *release) packages(b *bins, e *extraFiles) ([]string, error) {
 	for _, dir := range []string{"/etc/etcdlead", keeperDir, "/usr/share/doc/etcdlead", "/usr/share/doc/etcdlead/docs", "/usr/share/licenses/etcdlead"} {
 		contents = append(contents, r.pkgFile("rpm", "", dir, files.TypeDir, 0o755))
 	}
+	return append(contents, r.completionContents(e)...)
+}
+
+// completionContents are the shell completion scripts, each where its
+// shell looks for them.
+func (r *release) completionContents(e *extraFiles) files.Contents {
+	var contents files.Contents
 	if p, ok := e.completions["bash"]; ok {
 		contents = append(contents, r.file(p, "/usr/share/bash-completion/completions/etcdlead", "", 0o644))
 	}
@@ -89,31 +134,28 @@ func (r *release) packages(b *bins, e *extraFiles) ([]string, error) {
 	if p, ok := e.completions["fish"]; ok {
 		contents = append(contents, r.file(p, "/usr/share/fish/vendor_completions.d/etcdlead.fish", "", 0o644))
 	}
+	return contents
+}
 
-	var names []string
-	for _, format := range []struct {
-		name string
-		p    nfpm.Packager
-	}{{"deb", deb.Default}, {"rpm", rpm.DefaultRPM}} {
-		info := r.info(b.arch, script, contents)
-		if err := nfpm.PrepareForPackager(info, format.name); err != nil {
-			return nil, err
-		}
-		name := format.p.ConventionalFileName(info)
-		f, err := os.Create(filepath.Join(r.out, name))
-		if err != nil {
-			return nil, err
-		}
-		err = format.p.Package(info, f)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return nil, err
-		}
-		names = append(names, name)
+// writePackage writes one format's package of info into the output
+// directory under the packager's conventional name and returns that name.
+func (r *release) writePackage(format string, p nfpm.Packager, info *nfpm.Info) (string, error) {
+	if err := nfpm.PrepareForPackager(info, format); err != nil {
+		return "", err
 	}
-	return names, nil
+	name := p.ConventionalFileName(info)
+	f, err := os.Create(filepath.Join(r.out, name))
+	if err != nil {
+		return "", err
+	}
+	err = p.Package(info, f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", err
+	}
+	return name, nil
 }
 
 // info is the package's metadata; a fresh one per format, because

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 
@@ -118,16 +119,48 @@ func (r *release) binaryComponent(bin sbomBinary, mods []linked) (cdx.Component,
 	if err != nil {
 		return cdx.Component{}, nil, nil, fmt.Errorf("build information of %s: %v", bin.path, err)
 	}
-	data, err := os.ReadFile(bin.path)
+	c, err := r.mainComponent(bin, info)
 	if err != nil {
 		return cdx.Component{}, nil, nil, err
 	}
-	sum := sha256.Sum256(data)
-	texts := map[string][]noticeText{}
-	for _, m := range mods {
-		texts[m.path+"@"+m.version] = m.texts
+	comps, err := linkedComponents(info, mods)
+	if err != nil {
+		return cdx.Component{}, nil, nil, err
 	}
+	var deps []cdx.Dependency
+	for _, l := range comps {
+		deps = append(deps, cdx.Dependency{Ref: l.BOMRef})
+	}
+	return c, deps, comps, nil
+}
+
+// mainComponent is the binary itself: its main module at the release's
+// version, one bom-ref per binary, with the file's hash and the build
+// settings.
+func (r *release) mainComponent(bin sbomBinary, info *debug.BuildInfo) (cdx.Component, error) {
+	data, err := os.ReadFile(bin.path)
+	if err != nil {
+		return cdx.Component{}, err
+	}
+	sum := sha256.Sum256(data)
 	qualifiers := "?type=module&goos=linux&goarch=" + bin.arch
+	props := buildProperties(bin, info)
+	return cdx.Component{
+		BOMRef:     purl(info.Main.Path, r.version) + qualifiers + "&binary=" + bin.name,
+		Type:       cdx.ComponentTypeApplication,
+		Name:       info.Main.Path,
+		Version:    r.version,
+		PackageURL: purl(info.Main.Path, r.version) + qualifiers,
+		Hashes:     &[]cdx.Hash{{Algorithm: cdx.HashAlgoSHA256, Value: hex.EncodeToString(sum[:])}},
+		Licenses:   ownLicense(),
+		Properties: &props,
+	}, nil
+}
+
+// buildProperties are the binary's name, its package and its build
+// settings: the target's under CycloneDX's names, the others under
+// etcdlead's.
+func buildProperties(bin sbomBinary, info *debug.BuildInfo) []cdx.Property {
 	props := []cdx.Property{
 		{Name: "cdx:gomod:binary:name", Value: bin.name},
 		{Name: "etcdlead:go:package", Value: info.Path},
@@ -140,20 +173,20 @@ func (r *release) binaryComponent(bin sbomBinary, mods []linked) (cdx.Component,
 			props = append(props, cdx.Property{Name: "etcdlead:go:build:" + s.Key, Value: s.Value})
 		}
 	}
-	c := cdx.Component{
-		BOMRef:     purl(info.Main.Path, r.version) + qualifiers + "&binary=" + bin.name,
-		Type:       cdx.ComponentTypeApplication,
-		Name:       info.Main.Path,
-		Version:    r.version,
-		PackageURL: purl(info.Main.Path, r.version) + qualifiers,
-		Hashes:     &[]cdx.Hash{{Algorithm: cdx.HashAlgoSHA256, Value: hex.EncodeToString(sum[:])}},
-		Licenses:   ownLicense(),
-		Properties: &props,
-	}
+	return props
+}
 
+// linkedComponents are what the binary links: the Go standard library,
+// then every module in build information's order, each with the license
+// files mods found for it.
+func linkedComponents(info *debug.BuildInfo, mods []linked) ([]cdx.Component, error) {
+	texts := map[string][]noticeText{}
+	for _, m := range mods {
+		texts[m.path+"@"+m.version] = m.texts
+	}
 	goTexts, ok := texts["Go@"+info.GoVersion]
 	if !ok {
-		return cdx.Component{}, nil, nil, fmt.Errorf("no license found for Go %s", info.GoVersion)
+		return nil, fmt.Errorf("no license found for Go %s", info.GoVersion)
 	}
 	comps := []cdx.Component{{
 		BOMRef:      purl("std", info.GoVersion),
@@ -165,35 +198,41 @@ func (r *release) binaryComponent(bin sbomBinary, mods []linked) (cdx.Component,
 		Licenses:    licensesOf(goTexts),
 	}}
 	for _, d := range info.Deps {
-		props := []cdx.Property{}
-		if d.Replace != nil {
-			props = append(props, cdx.Property{Name: "etcdlead:go:replaces", Value: d.Path + "@" + d.Version})
-			d = d.Replace
+		c, err := moduleComponent(d, texts)
+		if err != nil {
+			return nil, err
 		}
-		if d.Sum != "" {
-			// go.sum's h1: hash, of the module's files, not of one
-			// archive, so not a hash CycloneDX has a name for.
-			props = append(props, cdx.Property{Name: "etcdlead:go:sum", Value: d.Sum})
-		}
-		t, ok := texts[d.Path+"@"+d.Version]
-		if !ok {
-			return cdx.Component{}, nil, nil, fmt.Errorf("no license found for %s %s", d.Path, d.Version)
-		}
-		comps = append(comps, cdx.Component{
-			BOMRef:     purl(d.Path, d.Version),
-			Type:       cdx.ComponentTypeLibrary,
-			Name:       d.Path,
-			Version:    d.Version,
-			PackageURL: purl(d.Path, d.Version),
-			Licenses:   licensesOf(t),
-			Properties: &props,
-		})
+		comps = append(comps, c)
 	}
-	var deps []cdx.Dependency
-	for _, l := range comps {
-		deps = append(deps, cdx.Dependency{Ref: l.BOMRef})
+	return comps, nil
+}
+
+// moduleComponent is one linked module, as its replacement when replaced,
+// with its go.sum hash and its license files from texts (by path@version).
+func moduleComponent(d *debug.Module, texts map[string][]noticeText) (cdx.Component, error) {
+	props := []cdx.Property{}
+	if d.Replace != nil {
+		props = append(props, cdx.Property{Name: "etcdlead:go:replaces", Value: d.Path + "@" + d.Version})
+		d = d.Replace
 	}
-	return c, deps, comps, nil
+	if d.Sum != "" {
+		// go.sum's h1: hash, of the module's files, not of one
+		// archive, so not a hash CycloneDX has a name for.
+		props = append(props, cdx.Property{Name: "etcdlead:go:sum", Value: d.Sum})
+	}
+	t, ok := texts[d.Path+"@"+d.Version]
+	if !ok {
+		return cdx.Component{}, fmt.Errorf("no license found for %s %s", d.Path, d.Version)
+	}
+	return cdx.Component{
+		BOMRef:     purl(d.Path, d.Version),
+		Type:       cdx.ComponentTypeLibrary,
+		Name:       d.Path,
+		Version:    d.Version,
+		PackageURL: purl(d.Path, d.Version),
+		Licenses:   licensesOf(t),
+		Properties: &props,
+	}, nil
 }
 
 // newBOM is a BOM of subject whose serial number is a UUID from the
