@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -67,8 +68,18 @@ func writeProxy(t *testing.T, proxy string) {
 	}
 	defer f.Close()
 	zw := zip.NewWriter(f)
-	for _, name := range strings.Split(strings.TrimSpace(output(t, "git", "-C", "../..", "ls-files")), "\n") {
-		if strings.HasPrefix(name, "scripts/releasemain/") {
+	files := strings.Split(strings.TrimSpace(output(t, "git", "-C", "../..", "ls-files")), "\n")
+	// A directory with a go.mod of its own (this one, deploy/kubernetes)
+	// is another module, which the module's zip leaves out, as the proxy's
+	// would.
+	var nested []string
+	for _, name := range files {
+		if dir, ok := strings.CutSuffix(name, "/go.mod"); ok {
+			nested = append(nested, dir+"/")
+		}
+	}
+	for _, name := range files {
+		if slices.ContainsFunc(nested, func(dir string) bool { return strings.HasPrefix(name, dir) }) {
 			continue
 		}
 		data, err := os.ReadFile(filepath.Join("../..", name))
