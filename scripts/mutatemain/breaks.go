@@ -357,8 +357,8 @@ var breaks = []breakage{
 	{
 		name: "renew interval: the given cadence", file: "campaign/campaign.go",
 		why: "--renew-interval is accepted and shown, but the leader renews at the default cadence: none of the requests it should save are saved",
-		old: "\treturn Timing{TTL: c.cfg.TTL, RenewInterval: c.cfg.RenewInterval}.renew()\n",
-		new: "\treturn Timing{TTL: c.cfg.TTL}.renew()\n",
+		old: "\treturn c.cfg.Timing.renew()\n",
+		new: "\treturn Timing{TTL: c.cfg.Timing.TTL}.renew()\n",
 		pkg: "./campaign", tests: "^TestRenewIntervalGiven$",
 	},
 	{
@@ -371,8 +371,8 @@ var breaks = []breakage{
 	{
 		name: "renew interval: passed to the campaign", file: "internal/cli/run.go",
 		why: "--renew-interval is resolved and logged, but the campaign is never given it",
-		old: "\t\tRenewInterval:  rc.timing.RenewInterval,\n",
-		new: "",
+		old: "\t\tTiming:         rc.timing,\n",
+		new: "\t\tTiming:         campaign.Timing{TTL: rc.timing.TTL, KillTimeout: rc.timing.KillTimeout, FenceMargin: rc.timing.FenceMargin},\n",
 		pkg: "./internal/e2e", tests: "^TestRenewIntervalReachesLeader$",
 	},
 	{
