@@ -249,7 +249,7 @@ func (r *Runner) awaitEligible(ctx context.Context) *Outcome {
 			return nil
 		}
 		switch {
-		case r.cfg.NoWait || r.cfg.Once:
+		case r.cfg.Campaign.NoWait || r.cfg.Once:
 			r.log.Info("not eligible (--eligible-cmd); exiting", "check", res.Summary())
 			return end(NotLeader, 0, nil)
 		case r.cfg.Wait > 0 && !time.Now().Before(r.waitUntil):
@@ -296,7 +296,7 @@ func (r *Runner) idleReachable(ctx context.Context, d time.Duration, early <-cha
 		pinging.Wait()
 	}()
 	pinging.Go(func() {
-		every := max(r.cfg.Timing.TTL/2, time.Second)
+		every := max(r.cfg.Campaign.Timing.TTL/2, time.Second)
 		for {
 			if r.camp.Ping(pctx) == nil {
 				r.mon.Reached()

@@ -23,7 +23,7 @@ func probe(name string) *fakeProbe {
 func TestIneligibleDoesNotCampaign(t *testing.T) {
 	t.Run("no-wait", func(t *testing.T) {
 		cfg := baseConfig()
-		cfg.NoWait = true
+		cfg.Campaign.NoWait = true
 		p := probe("eligible")
 		cfg.Eligible = &Check{Probe: p, Interval: time.Millisecond}
 		g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {

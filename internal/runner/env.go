@@ -32,17 +32,17 @@ var ChildVars = []string{EnvName, EnvKey, EnvRev, EnvLease, EnvID, EnvEndpoints,
 // termEnv is what the child learns about its term.
 func (r *Runner) termEnv(t *Leadership) []string {
 	env := []string{
-		EnvName + "=" + r.cfg.Election,
+		EnvName + "=" + r.cfg.Campaign.Layout.Name(),
 		EnvKey + "=" + t.Key,
 		EnvRev + "=" + strconv.FormatInt(t.Rev, 10),
 		EnvLease + "=" + fmt.Sprintf("%x", t.Lease),
-		EnvID + "=" + r.cfg.ID,
+		EnvID + "=" + r.cfg.Campaign.ID,
 		EnvEndpoints + "=" + strings.Join(r.cfg.Endpoints, ","),
 		EnvSlot + "=" + strconv.Itoa(t.Slot),
 		EnvSlotRev + "=" + strconv.FormatInt(t.SlotRev, 10),
 	}
-	if r.cfg.RunID != "" {
-		env = append(env, EnvRunID+"="+r.cfg.RunID)
+	if r.cfg.Campaign.RunID != "" {
+		env = append(env, EnvRunID+"="+r.cfg.Campaign.RunID)
 	}
 	return env
 }

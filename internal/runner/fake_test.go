@@ -393,10 +393,12 @@ func (l *logLines) String() string {
 
 func baseConfig() Config {
 	l, _ := campaign.NewLayout("p/", "e")
-	return Config{Election: "e", Layout: l, ID: "c1", KillSignal: syscall.SIGTERM,
-		Timing:    campaign.Timing{TTL: 10 * time.Second, KillTimeout: time.Second, FenceMargin: time.Second},
+	return Config{
+		Campaign: campaign.Config{Layout: l, ID: "c1", RequestTimeout: time.Second,
+			Timing: campaign.Timing{TTL: 10 * time.Second, KillTimeout: time.Second, FenceMargin: time.Second}},
+		Spec:      supervisor.Spec{KillSignal: syscall.SIGTERM},
 		Restart:   RestartNever,
-		Endpoints: []string{"127.0.0.1:2379"}, DialTimeout: time.Second}
+		Endpoints: []string{"127.0.0.1:2379"}}
 }
 
 // wins makes the n-th campaign win a fresh term.
@@ -415,7 +417,7 @@ func newRig(t *testing.T, cfg Config, setup func(g *rig) []func(int) (*Leadershi
 	g.camp = &fakeCampaigner{j: g.j}
 	g.keepers = &fakeKeepers{j: g.j}
 	g.camp.answers = setup(g)
-	g.mon = ops.New(cfg.Election, cfg.ID, "test", cfg.Timing.TTL, nil)
+	g.mon = ops.New(cfg.Campaign.Layout.Name(), cfg.Campaign.ID, "test", cfg.Campaign.Timing.TTL, nil)
 	log := hclog.New(&hclog.LoggerOptions{Output: g.log, Level: hclog.Info})
 	r := New(cfg, g.camp, g.keepers, signals.Fake(g.sigs), g.mon, log)
 	ctx, cancel := context.WithCancel(context.Background())

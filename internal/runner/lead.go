@@ -37,7 +37,7 @@ func (r *Runner) lead(ctx context.Context, term *Leadership) *Outcome {
 		r.cfg.Won()
 	}
 	r.mon.Elected(term.Key, term.Rev, term.Lease)
-	r.mon.Holder(term.Slot, r.cfg.Holders)
+	r.mon.Holder(term.Slot, r.cfg.Campaign.Holders)
 	child, o := r.startChild(term)
 	if child == nil {
 		return o
@@ -146,7 +146,7 @@ func (l *leading) revokeOnce() {
 }
 
 // stop asks the command to stop with the kill signal.
-func (l *leading) stop() { l.child.Stop(l.r.cfg.KillSignal) }
+func (l *leading) stop() { l.child.Stop(l.r.cfg.Spec.KillSignal) }
 
 // signal acts on a caught signal (signals.Decide).
 func (l *leading) signal(s os.Signal) (*Outcome, bool) {
@@ -180,10 +180,10 @@ func (l *leading) lost(err error) (*Outcome, bool) {
 	}
 	if !l.st.stopping() {
 		// Stop first: a log write can block on a stalled stderr.
-		l.child.Stop(r.cfg.KillSignal)
+		l.child.Stop(r.cfg.Spec.KillSignal)
 		r.log.Trace("stop sent to keeper")
 		l.st.lost = err
-		r.logTermEnd(err, "child stopping", "signal", signals.Name(r.cfg.KillSignal))
+		r.logTermEnd(err, "child stopping", "signal", signals.Name(r.cfg.Spec.KillSignal))
 	}
 	return nil, false
 }
@@ -201,7 +201,7 @@ func (l *leading) timedOut() (*Outcome, bool) {
 		return end(TimedOut, l.lastCode, nil), true
 	}
 	l.stop()
-	r.log.Warn("command ran past --timeout; child stopping", "timeout", r.cfg.Timeout, "signal", signals.Name(r.cfg.KillSignal))
+	r.log.Warn("command ran past --timeout; child stopping", "timeout", r.cfg.Timeout, "signal", signals.Name(r.cfg.Spec.KillSignal))
 	return nil, false
 }
 
@@ -218,7 +218,7 @@ func (l *leading) ineligible(x health.Result) (*Outcome, bool) {
 	}
 	l.stop()
 	r.log.Warn("no longer eligible (--eligible-cmd); stepping down, child stopping", "check", x.Summary(),
-		"signal", signals.Name(r.cfg.KillSignal))
+		"signal", signals.Name(r.cfg.Spec.KillSignal))
 	return nil, false
 }
 
@@ -280,9 +280,9 @@ func (r *Runner) startChild(term *Leadership) (Child, *Outcome) {
 		r.mon.TermEnded(ops.ReasonStartFailed)
 		return nil, end(Failed, 0, err)
 	}
-	if r.cfg.Holders > 1 {
+	if r.cfg.Campaign.Holders > 1 {
 		r.log.Info("child started as holder", "pid", child.Pid(), "rev", term.Rev, "slot", term.Slot,
-			"slot_rev", term.SlotRev, "holders", r.cfg.Holders)
+			"slot_rev", term.SlotRev, "holders", r.cfg.Campaign.Holders)
 	} else {
 		r.log.Info("child started", "pid", child.Pid(), "rev", term.Rev)
 	}
@@ -385,7 +385,7 @@ func (r *Runner) logTermEnd(err error, what string, args ...any) {
 // lostWords name a lost term: a leader's, or with --holders N > 1 a
 // holder's.
 func (r *Runner) lostWords() string {
-	if r.cfg.Holders > 1 {
+	if r.cfg.Campaign.Holders > 1 {
 		return "holder lost its slot"
 	}
 	return "leadership lost"

@@ -384,7 +384,8 @@ sh -c 'trap "" TERM; while :; do sleep 1; done' & echo $! >> %[2]s
 [ "$1" = leader ] && echo >> %[3]s && exec sleep 600
 exit 0`, told, pids, started)
 	var logs logLines
-	r := &Runner{cfg: Config{Election: "e", ID: "c1", Notify: &Notify{Command: health.Command{
+	l, _ := campaign.NewLayout("p/", "e")
+	r := &Runner{cfg: Config{Campaign: campaign.Config{Layout: l, ID: "c1"}, Notify: &Notify{Command: health.Command{
 		Shell: shell, Timeout: 500 * time.Millisecond, Env: os.Environ(),
 		KillTimeout: 200 * time.Millisecond, FenceMargin: 100 * time.Millisecond, Log: hclog.NewNullLogger()}}},
 		mon: ops.New("e", "c1", "test", 10*time.Second, nil), log: hclog.New(&hclog.LoggerOptions{Output: &logs})}

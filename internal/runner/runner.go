@@ -16,25 +16,26 @@ import (
 
 // Config is what the loop needs of `etcdlead run`'s options, validated.
 type Config struct {
-	Election    string
-	Layout      campaign.Layout // where the election's keys live
-	ID          string
-	Timing      campaign.Timing
-	KillSignal  syscall.Signal // asks the child to stop
-	Wait        time.Duration  // 0: for ever
-	NoWait      bool
+	// Campaign is the candidate's campaign as package campaign is given it
+	// (campaign.New), so that an option the loop reads too is not kept
+	// twice: the loop reads its Layout, ID, Timing, NoWait, Holders
+	// (1 or 0 for one leader), RunID ("" for none) and RequestTimeout,
+	// which bounds a --no-wait attempt. Its Client, Logger and Observer
+	// exist only once the run begins; the loop never reads them, as it
+	// campaigns through a Campaigner.
+	Campaign campaign.Config
+	// Spec is the children's, as the keepers are given it (NewStandby);
+	// the loop reads its KillSignal, which asks the child to stop.
+	Spec        supervisor.Spec
+	Wait        time.Duration // 0: for ever
 	Once        bool
 	HoldAtLeast time.Duration
 	Timeout     time.Duration // 0: none
 	Restart     Restart
-	Holders     int // --holders: 1 (or 0) for one leader
-	// RunID is the firing's run id (--run-id), "" for none.
-	RunID string
 	// RunRetry: a term whose child did not exit 0 takes back its record
 	// of the run id (--run-id-retry), so the firing may run again.
-	RunRetry    bool
-	Endpoints   []string      // for messages and the child's environment
-	DialTimeout time.Duration // bounds a --no-wait attempt
+	RunRetry  bool
+	Endpoints []string // for messages and the child's environment
 	// Interactive: stdin is this process's controlling terminal, whose
 	// foreground the child gets, so Ctrl-C reaches the child alone.
 	Interactive bool

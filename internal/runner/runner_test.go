@@ -76,7 +76,7 @@ func TestTermEndNamedInLog(t *testing.T) {
 // the slot, its loss as a lost slot.
 func TestHolderNamedInLog(t *testing.T) {
 	cfg := baseConfig()
-	cfg.Holders = 2
+	cfg.Campaign.Holders = 2
 	g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
 		g.keepers.obeys = true
 		return []func(int) (*Leadership, error){g.wins(), g.wins()}
@@ -263,7 +263,7 @@ func TestCampaignFailures(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := baseConfig()
-			cfg.NoWait = c.noWait
+			cfg.Campaign.NoWait = c.noWait
 			g := newRig(t, cfg, func(*rig) []func(int) (*Leadership, error) {
 				return []func(int) (*Leadership, error){fails(c.err)}
 			})
@@ -355,7 +355,7 @@ func TestRunRecordTakenBack(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := baseConfig()
-			cfg.RunID, cfg.RunRetry = "f1", c.retry
+			cfg.Campaign.RunID, cfg.RunRetry = "f1", c.retry
 			g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) { return []func(int) (*Leadership, error){g.wins()} })
 			g.keepers.child(t, 0).exit(c.code, supervisor.ReasonExited)
 			wantOutcome(t, g.outcome(t), ChildExited, c.code)
@@ -372,7 +372,7 @@ func TestRunRecordTakenBack(t *testing.T) {
 	}
 	t.Run("past fence", func(t *testing.T) {
 		cfg := baseConfig()
-		cfg.RunID = "f1"
+		cfg.Campaign.RunID = "f1"
 		g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
 			g.keepers.startErr = supervisor.ErrPastFence
 			return []func(int) (*Leadership, error){g.wins()}
@@ -397,7 +397,7 @@ func TestRunDoneIsNotLeader(t *testing.T) {
 // its record of the run id is taken back before its revoke.
 func TestAbandonedTermForgetsItsRun(t *testing.T) {
 	cfg := baseConfig()
-	cfg.RunID = "f1"
+	cfg.Campaign.RunID = "f1"
 	g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
 		g.camp.lateWin = &fakeTerm{j: g.j, n: 1, lose: make(chan error, 1)}
 		return nil
@@ -438,7 +438,7 @@ func TestLostTermsDoNotGrowTheBackoff(t *testing.T) {
 	if len(m) != rounds {
 		t.Fatalf("%d backoffs logged, want %d:\n%s", len(m), rounds, g.log)
 	}
-	first := newBackoff(baseConfig().Timing.TTL)
+	first := newBackoff(baseConfig().Campaign.Timing.TTL)
 	most := time.Duration(float64(first.InitialInterval) * (1 + first.RandomizationFactor))
 	for _, x := range m {
 		if d, err := time.ParseDuration(x[1]); err != nil || d > most {
