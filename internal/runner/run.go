@@ -205,13 +205,13 @@ func (r *Runner) startWait() {
 }
 
 type campaignResult struct {
-	term *Leadership
+	term Leadership
 	err  error
 }
 
 // campaign runs one campaign while answering signals: a stop signal ends it
 // and the campaign revokes its lease on the way out.
-func (r *Runner) campaign(ctx context.Context) (*Leadership, error) {
+func (r *Runner) campaign(ctx context.Context) (Leadership, error) {
 	cctx, cancel := r.campaignBound(ctx)
 	defer cancel()
 	r.log.Trace("campaign begins")
@@ -226,7 +226,7 @@ func (r *Runner) campaign(ctx context.Context) (*Leadership, error) {
 		res <- campaignResult{t, err}
 	}()
 	// stop ends the campaign, and the term it may have won meanwhile.
-	stop := func(err error) (*Leadership, error) {
+	stop := func(err error) (Leadership, error) {
 		cancel()
 		if x := <-res; x.term != nil {
 			abandon(x.term)
@@ -320,7 +320,7 @@ func (r *Runner) prefix() string { return r.cfg.Campaign.Layout.Prefix() }
 
 // abandon ends a term won but not used: no command ran in it, so its
 // record of the run id, if any, is taken back too.
-func abandon(t *Leadership) {
-	forgetRun(t)
+func abandon(t Leadership) {
+	t.ForgetRun()
 	t.Revoke()
 }
