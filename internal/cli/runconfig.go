@@ -65,9 +65,8 @@ func parseRunConfig(c *cli.Context, raw []string) (runConfig, error) {
 	}
 	// In this order, which decides which of several mistakes is told.
 	for _, parse := range []func(*cli.Context, *runConfig) error{
-		parseCandidate, parseTiming, parseConflictCode, parseWait, parseHolders, parseCronOptions, parseRunID,
-		func(c *cli.Context, rc *runConfig) (err error) { rc.checks, err = parseChecks(c); return err },
-		parseNotify,
+		parseCandidate, parseTiming, parseConflictCode, parseWait, parseHolders,
+		parseCronOptions, parseRunID, parseCheckOptions, parseNotify,
 	} {
 		if err := parse(c, &rc); err != nil {
 			return rc, err
@@ -83,10 +82,11 @@ func parseRunConfig(c *cli.Context, raw []string) (runConfig, error) {
 	return rc, nil
 }
 
-// relay hands the campaign and the keepers what they take from options
-// read for another: the fence's K and m, the etcd connection's endpoints
-// and dial timeout (which bounds each of the campaign's requests), and the
-// child's inherited environment.
+// relay hands the loop, the campaign and the keepers what they take from
+// options read for another, or from no option: the fence's K and m, the
+// etcd connection's endpoints and dial timeout (which bounds each campaign
+// request that has no cadence of its own), the boot clock and the child's
+// inherited environment.
 func (rc *runConfig) relay() {
 	t := rc.timing()
 	rc.run.Spec.KillTimeout, rc.run.Spec.FenceMargin = t.KillTimeout, t.FenceMargin
@@ -162,6 +162,13 @@ func parseTiming(c *cli.Context, rc *runConfig) error {
 	rc.killSet = slices.Contains(set, campaign.FieldKillTimeout)
 	rc.run.Campaign.Timing, err = campaign.ResolveTiming(t, set...)
 	return inFlags(err)
+}
+
+// parseCheckOptions reads the health and eligibility checks' options
+// (parseChecks).
+func parseCheckOptions(c *cli.Context, rc *runConfig) (err error) {
+	rc.checks, err = parseChecks(c)
+	return err
 }
 
 // parseConflictCode reads --conflict-exit-code.
