@@ -14,22 +14,19 @@ import (
 	"github.com/etcdlead/etcdlead/internal/etcdwire"
 )
 
-// Config describes one candidate. Client, Layout, ID, TTL and Now are
-// required.
+// Config describes one candidate. Client, Layout, ID, Timing.TTL and Now
+// are required.
 type Config struct {
 	Client *clientv3.Client
 	Layout Layout
 	ID     string
-	TTL    time.Duration
-	// KillTimeout and FenceMargin are the fence's K and m
+	// Timing is the term's T, K, m and r. K and m are the fence's
 	// (internal/fence): the confirmation refuses to start a term whose
 	// fence point has passed, and Lead tells the keeper of a deadline
-	// before the fence point of the last one it told comes close.
-	KillTimeout, FenceMargin time.Duration
-	// RenewInterval is the leader's renewal cadence r (Timing.RenewInterval);
-	// 0 means DefaultRenewInterval(TTL). How soon a request counts as quiet
-	// does not follow it.
-	RenewInterval time.Duration
+	// before the fence point of the last one it told comes close. A
+	// RenewInterval of 0 means DefaultRenewInterval(TTL); how soon a
+	// request counts as quiet does not follow it.
+	Timing Timing
 	// RequestTimeout bounds each request that has no cadence of its own.
 	RequestTimeout time.Duration
 	// Now is a clock that keeps counting while the machine is suspended
@@ -100,12 +97,12 @@ func New(cfg Config) (*Campaigner, error) {
 		return nil, errors.New("campaign: no etcd client")
 	case cfg.Layout.p == "":
 		return nil, errors.New("campaign: no key layout")
-	case cfg.TTL < MinTTL || cfg.TTL%time.Second != 0:
-		return nil, fmt.Errorf("campaign: ttl %s must be whole seconds, at least %s", cfg.TTL, MinTTL)
+	case cfg.Timing.TTL < MinTTL || cfg.Timing.TTL%time.Second != 0:
+		return nil, fmt.Errorf("campaign: ttl %s must be whole seconds, at least %s", cfg.Timing.TTL, MinTTL)
 	case cfg.Now == nil:
 		return nil, errors.New("campaign: no clock")
-	case cfg.RenewInterval != 0 && cfg.RenewInterval < MinRenewInterval:
-		return nil, fmt.Errorf("campaign: renew interval %s must be 0 (the default) or at least %s", cfg.RenewInterval, MinRenewInterval)
+	case cfg.Timing.RenewInterval != 0 && cfg.Timing.RenewInterval < MinRenewInterval:
+		return nil, fmt.Errorf("campaign: renew interval %s must be 0 (the default) or at least %s", cfg.Timing.RenewInterval, MinRenewInterval)
 	case cfg.Holders < 0 || cfg.Holders > MaxHolders:
 		return nil, fmt.Errorf("campaign: holders %d must be between 1 and %d", cfg.Holders, MaxHolders)
 	}
@@ -116,8 +113,8 @@ func New(cfg Config) (*Campaigner, error) {
 		if err := CheckRunID(cfg.RunID); err != nil {
 			return nil, err
 		}
-		if cfg.RunTTL < cfg.TTL || cfg.RunTTL%time.Second != 0 {
-			return nil, fmt.Errorf("campaign: run ttl %s must be whole seconds, at least the ttl %s", cfg.RunTTL, cfg.TTL)
+		if cfg.RunTTL < cfg.Timing.TTL || cfg.RunTTL%time.Second != 0 {
+			return nil, fmt.Errorf("campaign: run ttl %s must be whole seconds, at least the ttl %s", cfg.RunTTL, cfg.Timing.TTL)
 		}
 	}
 	if cfg.RequestTimeout <= 0 {
@@ -133,13 +130,13 @@ func New(cfg Config) (*Campaigner, error) {
 	c.clearer = clearer{
 		cli: cfg.Client,
 		req: func(ctx context.Context, f func(context.Context) error) error {
-			_, err := etcdwire.Hedged(ctx, quietAfter(cfg.TTL), func(ctx context.Context) (struct{}, error) {
+			_, err := etcdwire.Hedged(ctx, quietAfter(cfg.Timing.TTL), func(ctx context.Context) (struct{}, error) {
 				return struct{}{}, c.request(ctx, cfg.RequestTimeout, f)
 			})
 			return err
 		},
 		now: cfg.Now, log: cfg.Logger,
-		margin: cfg.FenceMargin, ttl: cfg.TTL,
+		margin: cfg.Timing.FenceMargin, ttl: cfg.Timing.TTL,
 		see: c.renewals.SeeHeader, known: c.knownTerm,
 		waiting: func() {
 			if o := cfg.Observer; o != nil {
@@ -160,7 +157,7 @@ func (c *Campaigner) holders() int { return max(1, c.cfg.Holders) }
 
 // renewEvery is the leader's renewal cadence r.
 func (c *Campaigner) renewEvery() time.Duration {
-	return Timing{TTL: c.cfg.TTL, RenewInterval: c.cfg.RenewInterval}.renew()
+	return c.cfg.Timing.renew()
 }
 
 // Campaign runs one term up to leadership (docs/design.md, "One term"). It
@@ -279,7 +276,7 @@ func (c *Campaigner) grant(ctx context.Context) (*Term, error) {
 	sent := c.cfg.Now()
 	var resp *clientv3.LeaseGrantResponse
 	err := c.request(ctx, c.cfg.RequestTimeout, func(rctx context.Context) (err error) {
-		resp, err = c.cfg.Client.Grant(rctx, int64(c.cfg.TTL/time.Second))
+		resp, err = c.cfg.Client.Grant(rctx, int64(c.cfg.Timing.TTL/time.Second))
 		return err
 	})
 	if err != nil {

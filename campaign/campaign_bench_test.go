@@ -30,8 +30,8 @@ func newCampaigner(b *testing.B, cli *clientv3.Client, election string, noWait b
 	benchSeq++
 	c, err := campaign.New(campaign.Config{
 		Client: cli, Layout: benchLayout(b, election), ID: fmt.Sprintf("bench-%d", benchSeq),
-		TTL: time.Minute, KillTimeout: campaign.DefaultKillTimeout, FenceMargin: campaign.DefaultFenceMargin(time.Minute), RequestTimeout: 10 * time.Second,
-		Now: bootclock.Now, NoWait: noWait,
+		Timing:         campaign.Timing{TTL: time.Minute, KillTimeout: campaign.DefaultKillTimeout, FenceMargin: campaign.DefaultFenceMargin(time.Minute)},
+		RequestTimeout: 10 * time.Second, Now: bootclock.Now, NoWait: noWait,
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -89,10 +89,10 @@ func (f *fixture) campaigner(noWait bool) *campaign.Campaigner {
 	f.t.Helper()
 	f.n++
 	c, err := campaign.New(campaign.Config{
-		Client: f.cli, Layout: f.l, ID: fmt.Sprintf("c%d", f.n), TTL: f.ttl, Logger: f.log,
-		KillTimeout: 750 * time.Millisecond, FenceMargin: 250 * time.Millisecond, RequestTimeout: 5 * time.Second, Now: bootclock.Now, NoWait: noWait, Observer: f,
+		Client: f.cli, Layout: f.l, ID: fmt.Sprintf("c%d", f.n), Logger: f.log,
+		Timing:         campaign.Timing{TTL: f.ttl, KillTimeout: 750 * time.Millisecond, FenceMargin: 250 * time.Millisecond, RenewInterval: f.renew},
+		RequestTimeout: 5 * time.Second, Now: bootclock.Now, NoWait: noWait, Observer: f,
 		LeaseWaitLog: f.leaseWaitLog, Holders: f.holders, RunID: f.runID, RunTTL: f.runTTL,
-		RenewInterval: f.renew,
 	})
 	if err != nil {
 		f.t.Fatal(err)

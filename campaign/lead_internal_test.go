@@ -35,7 +35,7 @@ func TestFirstRenewal(t *testing.T) {
 		{"etcd answered more than the term's TTL", 2 * time.Second, 500 * time.Millisecond, 250 * time.Millisecond,
 			now - 150*time.Millisecond, now - 150*time.Millisecond + 3*time.Second, now + 50*time.Millisecond},
 	} {
-		term := &Term{c: &Campaigner{cfg: Config{KillTimeout: c.k, FenceMargin: c.m}}, TTL: c.ttl}
+		term := &Term{c: &Campaigner{cfg: Config{Timing: Timing{KillTimeout: c.k, FenceMargin: c.m}}}, TTL: c.ttl}
 		term.dl.Store(int64(c.deadline))
 		term.sentAt.Store(int64(c.sent))
 		r := DefaultRenewInterval(c.ttl)

@@ -223,7 +223,7 @@ func (c *Campaigner) awaitResume(ctx context.Context) error {
 		// The watch tells of the resume at once; the read every T/2 is
 		// what tells etcd still answers (the candidate's health), and
 		// finds a resume that a silently stalled watch would hold back.
-		wctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), c.cfg.TTL/2)
+		wctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), c.cfg.Timing.TTL/2)
 		for w := range c.cfg.Client.Watch(wctx, key, clientv3.WithRev(resp.Header.Revision+1), clientv3.WithFilterPut()) {
 			if w.Err() != nil || len(w.Events) > 0 {
 				break

@@ -209,7 +209,7 @@ func TestRenewals(t *testing.T) {
 		t.Cleanup(func() { _ = cli.Close() })
 		f := newFixture(t, cli)
 		c, err := campaign.New(campaign.Config{
-			Client: f.cli, Layout: f.l, ID: "c", TTL: 10 * time.Second, KillTimeout: 750 * time.Millisecond, FenceMargin: 250 * time.Millisecond, RequestTimeout: 5 * time.Second,
+			Client: f.cli, Layout: f.l, ID: "c", Timing: campaign.Timing{TTL: 10 * time.Second, KillTimeout: 750 * time.Millisecond, FenceMargin: 250 * time.Millisecond}, RequestTimeout: 5 * time.Second,
 			Now: func() time.Duration { return time.Duration(clock.Load()) },
 		})
 		if err != nil {
@@ -247,8 +247,8 @@ func TestRenewals(t *testing.T) {
 		var n tally
 		// K + m as etcdlead run sets them for a TTL of 2s: a quarter of
 		// the outage tolerance is then a little over r.
-		c, err := campaign.New(campaign.Config{Client: f.cli, Layout: f.l, ID: "c", TTL: campaign.MinTTL,
-			KillTimeout: 500 * time.Millisecond, FenceMargin: 250 * time.Millisecond, RequestTimeout: 5 * time.Second, Now: bootclock.Now, Observer: renewObserver(n.hear)})
+		c, err := campaign.New(campaign.Config{Client: f.cli, Layout: f.l, ID: "c",
+			Timing: campaign.Timing{TTL: campaign.MinTTL, KillTimeout: 500 * time.Millisecond, FenceMargin: 250 * time.Millisecond}, RequestTimeout: 5 * time.Second, Now: bootclock.Now, Observer: renewObserver(n.hear)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -349,8 +349,8 @@ func TestRenewalsWithAuth(t *testing.T) {
 	}
 	t.Cleanup(func() { cli.Close() })
 	var n tally
-	c, err := campaign.New(campaign.Config{Client: cli, Layout: l, ID: "alice", TTL: campaign.MinTTL,
-		KillTimeout: 750 * time.Millisecond, FenceMargin: 250 * time.Millisecond, RequestTimeout: 5 * time.Second, Now: bootclock.Now, Observer: renewObserver(n.hear)})
+	c, err := campaign.New(campaign.Config{Client: cli, Layout: l, ID: "alice",
+		Timing: campaign.Timing{TTL: campaign.MinTTL, KillTimeout: 750 * time.Millisecond, FenceMargin: 250 * time.Millisecond}, RequestTimeout: 5 * time.Second, Now: bootclock.Now, Observer: renewObserver(n.hear)})
 	if err != nil {
 		t.Fatal(err)
 	}

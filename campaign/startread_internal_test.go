@@ -21,8 +21,8 @@ func TestStartReadRefusesWhilePaused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(Config{Client: cli, Layout: l, ID: "c1", TTL: 10 * time.Second,
-		KillTimeout: 750 * time.Millisecond, FenceMargin: 250 * time.Millisecond, RequestTimeout: 5 * time.Second, Now: bootclock.Now})
+	c, err := New(Config{Client: cli, Layout: l, ID: "c1",
+		Timing: Timing{TTL: 10 * time.Second, KillTimeout: 750 * time.Millisecond, FenceMargin: 250 * time.Millisecond}, RequestTimeout: 5 * time.Second, Now: bootclock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

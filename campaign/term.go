@@ -101,7 +101,7 @@ func (t *Term) fence() fence.Fence {
 }
 
 func (t *Term) fenceAt(d time.Duration) fence.Fence {
-	return fence.Fence{Deadline: d, KillTimeout: t.c.cfg.KillTimeout, Margin: t.c.cfg.FenceMargin}
+	return fence.Fence{Deadline: d, KillTimeout: t.c.cfg.Timing.KillTimeout, Margin: t.c.cfg.Timing.FenceMargin}
 }
 
 // setDeadline moves the deadline to d if d is later: answers that arrive

@@ -237,7 +237,7 @@ func TestNewRenewInterval(t *testing.T) {
 		r  time.Duration
 		ok bool
 	}{{0, true}, {MinRenewInterval, true}, {4 * time.Second, true}, {MinRenewInterval - 1, false}, {-time.Second, false}} {
-		_, err := New(Config{Client: cli, Layout: l, ID: "c", TTL: 15 * time.Second, Now: bootclock.Now, RenewInterval: c.r})
+		_, err := New(Config{Client: cli, Layout: l, ID: "c", Timing: Timing{TTL: 15 * time.Second, RenewInterval: c.r}, Now: bootclock.Now})
 		if (err == nil) != c.ok {
 			t.Errorf("New with RenewInterval %s: %v, want accepted %v", c.r, err, c.ok)
 		}

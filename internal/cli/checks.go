@@ -87,7 +87,7 @@ func parseChecks(c *cli.Context) (checkOptions, error) {
 func (o checkOptions) checks(rc runConfig, env []string, log hclog.Logger) (*runner.HealthCheck, *runner.Check) {
 	command := func(shell string, timeout time.Duration) *health.Command {
 		return &health.Command{Shell: shell, Timeout: timeout, Env: env,
-			KillTimeout: rc.timing.KillTimeout, FenceMargin: rc.timing.FenceMargin, Log: log}
+			KillTimeout: rc.timing().KillTimeout, FenceMargin: rc.timing().FenceMargin, Log: log}
 	}
 	var h *runner.HealthCheck
 	var probe health.Probe

@@ -44,11 +44,11 @@ type deferredLog struct {
 // loss is silent and the level is the default or quieter, else nil (write
 // on). live tells that stderr is a terminal.
 func newDeferredLog(rc runConfig, live bool) *deferredLog {
-	silentLoss := rc.conflictCode == 0 && (rc.noWait || rc.wait > 0)
-	if !silentLoss || rc.logLevel == "trace" || rc.logLevel == "debug" {
+	silentLoss := rc.conflictCode == 0 && (rc.run.Campaign.NoWait || rc.run.Wait > 0)
+	if !silentLoss || rc.run.Spec.LogLevel == "trace" || rc.run.Spec.LogLevel == "debug" {
 		return nil
 	}
-	return &deferredLog{out: logbuf.Stderr(), untilEnd: rc.once && !live}
+	return &deferredLog{out: logbuf.Stderr(), untilEnd: rc.run.Once && !live}
 }
 
 func (d *deferredLog) Write(p []byte) (int, error) {

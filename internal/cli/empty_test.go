@@ -11,6 +11,7 @@ import (
 
 	"github.com/etcdlead/etcdlead/campaign"
 	"github.com/etcdlead/etcdlead/internal/exitcode"
+	"github.com/etcdlead/etcdlead/internal/runner"
 )
 
 // unsetenv removes a variable for one test, restoring it afterwards.
@@ -30,8 +31,8 @@ func TestEmptyOptionRefused(t *testing.T) {
 		unsetenv(t, v)
 	}
 	rc, err := parseRunArgs(nil)
-	if err != nil || rc.election != "true" || rc.layout.QueuePrefix() != defaultPrefix+"true/" || rc.id == "" ||
-		strings.Join(rc.conn.Endpoints, ",") != defaultEndpoints || rc.restart != "never" {
+	if err != nil || rc.election() != "true" || rc.run.Campaign.Layout.QueuePrefix() != defaultPrefix+"true/" || rc.run.Campaign.ID == "" ||
+		strings.Join(rc.conn.Endpoints, ",") != defaultEndpoints || rc.run.Restart != runner.RestartNever {
 		t.Fatalf("options left out: %+v, %v; want their defaults", rc, err)
 	}
 	for _, c := range []struct{ name, env, want string }{

@@ -103,7 +103,7 @@ func checkLayout(t *testing.T, args []string, l campaign.Layout) {
 
 func checkAccepted(t *testing.T, args []string, rc runConfig) {
 	t.Helper()
-	tm := rc.timing
+	tm := rc.timing()
 	r := tm.RenewInterval
 	switch {
 	case r < campaign.MinRenewInterval:
@@ -114,17 +114,17 @@ func checkAccepted(t *testing.T, args []string, rc runConfig) {
 		t.Fatalf("%q: accepted kill timeout %s, fence margin %s", args, tm.KillTimeout, tm.FenceMargin)
 	case 3*(tm.KillTimeout+tm.FenceMargin+r) > 2*tm.TTL:
 		t.Fatalf("%q: accepted K %s + m %s + r %s > 2/3 of T %s", args, tm.KillTimeout, tm.FenceMargin, r, tm.TTL)
-	case rc.wait < 0 || rc.conn.DialTimeout <= 0:
-		t.Fatalf("%q: accepted --wait %s, --dial-timeout %s", args, rc.wait, rc.conn.DialTimeout)
+	case rc.run.Wait < 0 || rc.conn.DialTimeout <= 0:
+		t.Fatalf("%q: accepted --wait %s, --dial-timeout %s", args, rc.run.Wait, rc.conn.DialTimeout)
 	}
-	if rc.election == "" || strings.ContainsRune(rc.election, '/') || strings.IndexFunc(rc.election, func(c rune) bool {
+	if rc.election() == "" || strings.ContainsRune(rc.election(), '/') || strings.IndexFunc(rc.election(), func(c rune) bool {
 		return unicode.IsSpace(c) || !strconv.IsPrint(c)
 	}) >= 0 {
-		t.Fatalf("%q: accepted election %q", args, rc.election)
+		t.Fatalf("%q: accepted election %q", args, rc.election())
 	}
-	checkLayout(t, args, rc.layout)
-	if len(rc.id) > campaign.MaxIDLen || strings.IndexFunc(rc.id, func(c rune) bool { return !unicode.IsPrint(c) }) >= 0 {
-		t.Fatalf("%q: accepted id %q", args, rc.id)
+	checkLayout(t, args, rc.run.Campaign.Layout)
+	if len(rc.run.Campaign.ID) > campaign.MaxIDLen || strings.IndexFunc(rc.run.Campaign.ID, func(c rune) bool { return !unicode.IsPrint(c) }) >= 0 {
+		t.Fatalf("%q: accepted id %q", args, rc.run.Campaign.ID)
 	}
 	if len(rc.conn.Endpoints) == 0 {
 		t.Fatalf("%q: no endpoints accepted", args)

@@ -12,7 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/etcdlead/etcdlead/campaign"
-	"github.com/etcdlead/etcdlead/internal/bootclock"
 	"github.com/etcdlead/etcdlead/internal/etcdconn"
 	"github.com/etcdlead/etcdlead/internal/exitcode"
 	"github.com/etcdlead/etcdlead/internal/health"
@@ -24,9 +23,9 @@ import (
 )
 
 // runAction wires a run together: signals first, then the operator
-// surface, the first keeper, the client and the campaign, and hands them to
-// the term loop. Everything it starts but the signal catch is stopped
-// before it returns.
+// surface, containment, the first keeper, the client and the campaign, and
+// hands them to the term loop. Everything it starts but the signal catch
+// is stopped before it returns.
 func runAction(c *cli.Context, raw []string) (err error) {
 	if err := supervisor.Supported(); err != nil {
 		return failf("%v", err)
@@ -43,33 +42,74 @@ func runAction(c *cli.Context, raw []string) (err error) {
 	defer supervisor.ReapAdopted()()
 	deferred := newDeferredLog(rc, stderrIsTerminal())
 	defer deferred.release(true) // a return before the outcome shows what was logged
-	log := newLogger(rc.logLevel, rc.logJSON, deferred)
+	log := newLogger(rc.run.Spec.LogLevel, rc.run.Spec.LogJSON, deferred)
 	log.Trace("run begins")
-	mon := ops.New(rc.election, rc.id, appVersion(), rc.timing.TTL, ops.Notify)
-	if rc.statusAddr != "" {
-		addr, stop, err := ops.Serve(rc.statusAddr, mon)
-		if err != nil {
-			return failf("%v", err)
-		}
-		defer stop()
-		// The port chosen for :0, and whether every interface listens.
-		log.Info("serving status", "addr", addr)
-	}
-	defer ops.Watchdog(mon.Healthy)()
-	// Decided before the first keeper starts, which is the first to use it.
-	contained, err := supervisor.Contain(rc.containment, log.Named("supervisor"))
+	mon, stopStatus, err := operatorSurface(rc, log)
 	if err != nil {
-		return failf("--containment=%s: %v", rc.containment, err)
+		return err
+	}
+	defer stopStatus()
+	defer ops.Watchdog(mon.Healthy)()
+	contained, err := contain(rc, mon, log)
+	if err != nil {
+		return err
 	}
 	defer supervisor.ReleaseContainment()
-	mon.Contained(contained.Mode, contained.Dir, contained.Why)
-	keepers := runner.NewStandby(supervisor.Spec{
-		Path: rc.path, Argv: rc.argv, Env: childBaseEnv(os.Environ()),
-		KillSignal: rc.killSignal, KillTimeout: rc.timing.KillTimeout, FenceMargin: rc.timing.FenceMargin,
-		LogLevel: rc.logLevel, LogJSON: rc.logJSON,
-	}, log.Named("supervisor"))
+	keepers := firstKeeper(rc, log)
 	defer keepers.Drop()
-	if !rc.noWait {
+	client, err := etcdconn.New(rc.conn)
+	if err != nil {
+		return failf("%v", err)
+	}
+	defer client.Close()
+	cc := &rc.run.Campaign
+	cc.Client, cc.Logger, cc.Containment, cc.Observer = client, log.Named("campaign"), contained.Mode, runner.Observer(mon, keepers)
+	camp, err := campaign.New(rc.run.Campaign)
+	if err != nil {
+		return failf("%v", err)
+	}
+	logStart(rc, contained, log)
+	rc.run.Health, rc.run.Eligible = rc.checks.checks(rc, childBaseEnv(os.Environ()), log.Named("check"))
+	rc.run.Notify = rc.notifier(log)
+	rc.run.Won, rc.run.Interactive = deferred.won, controllingTerminal()
+	r := runner.New(rc.run, runner.Campaigns(camp), keepers, sigs, mon, log)
+	end := &runEnd{Outcome: r.Run(c.Context), conflictCode: rc.conflictCode}
+	deferred.end(end)
+	return end
+}
+
+// operatorSurface is what an operator sees of the run: its monitor, and
+// with --status-addr the status server, which stop ends.
+func operatorSurface(rc runConfig, log hclog.Logger) (mon *ops.Monitor, stop func(), err error) {
+	mon = ops.New(rc.election(), rc.run.Campaign.ID, appVersion(), rc.timing().TTL, ops.Notify)
+	if rc.statusAddr == "" {
+		return mon, func() {}, nil
+	}
+	addr, stop, err := ops.Serve(rc.statusAddr, mon)
+	if err != nil {
+		return nil, nil, failf("%v", err)
+	}
+	// The port chosen for :0, and whether every interface listens.
+	log.Info("serving status", "addr", addr)
+	return mon, stop, nil
+}
+
+// contain decides what holds the command's processes together. Decided
+// before the first keeper starts, which is the first to use it.
+func contain(rc runConfig, mon *ops.Monitor, log hclog.Logger) (supervisor.Containment, error) {
+	contained, err := supervisor.Contain(rc.containment, log.Named("supervisor"))
+	if err != nil {
+		return contained, failf("--containment=%s: %v", rc.containment, err)
+	}
+	mon.Contained(contained.Mode, contained.Dir, contained.Why)
+	return contained, nil
+}
+
+// firstKeeper returns the keepers of the run's children, with the first
+// campaign's keeper started unless --no-wait.
+func firstKeeper(rc runConfig, log hclog.Logger) *runner.Standby {
+	keepers := runner.NewStandby(rc.run.Spec, log.Named("supervisor"))
+	if !rc.run.Campaign.NoWait {
 		// The first campaign's keeper, started before the etcd client is
 		// set up: a keeper's own start (an exec, a runtime's start, its
 		// signals caught) takes about as long as the dial and the two
@@ -77,37 +117,17 @@ func runAction(c *cli.Context, raw []string) (err error) {
 		// ends last. The campaign then finds it waiting (Runner.campaign).
 		keepers.Prepare()
 	}
-	client, err := etcdconn.New(rc.conn)
-	if err != nil {
-		return failf("%v", err)
-	}
-	defer client.Close()
-	camp, err := campaign.New(campaign.Config{
-		Client:         client,
-		Layout:         rc.layout,
-		ID:             rc.id,
-		TTL:            rc.timing.TTL,
-		KillTimeout:    rc.timing.KillTimeout,
-		FenceMargin:    rc.timing.FenceMargin,
-		RenewInterval:  rc.timing.RenewInterval,
-		RequestTimeout: rc.conn.DialTimeout,
-		Now:            bootclock.Now,
-		Logger:         log.Named("campaign"),
-		NoWait:         rc.noWait,
-		Holders:        rc.holders,
-		RunID:          rc.runID,
-		RunTTL:         rc.runIDTTL,
-		Containment:    contained.Mode,
-		Observer:       runner.Observer(mon, keepers),
-	})
-	if err != nil {
-		return failf("%v", err)
-	}
-	started := []any{"election", rc.election, "id", rc.id, "ttl", rc.timing.TTL,
-		"kill_timeout", rc.timing.KillTimeout, "fence_margin", rc.timing.FenceMargin,
-		"renew_interval", rc.timing.RenewInterval, "outage_tolerance", rc.timing.OutageTolerance()}
-	if rc.holders > 1 {
-		started = append(started, "holders", rc.holders)
+	return keepers
+}
+
+// logStart tells the run's options as resolved, and how it is contained.
+func logStart(rc runConfig, contained supervisor.Containment, log hclog.Logger) {
+	t := rc.timing()
+	started := []any{"election", rc.election(), "id", rc.run.Campaign.ID, "ttl", t.TTL,
+		"kill_timeout", t.KillTimeout, "fence_margin", t.FenceMargin,
+		"renew_interval", t.RenewInterval, "outage_tolerance", t.OutageTolerance()}
+	if rc.run.Campaign.Holders > 1 {
+		started = append(started, "holders", rc.run.Campaign.Holders)
 	}
 	if contained.Mode == supervisor.ContainCgroup {
 		started = append(started, "containment", contained.Mode, "cgroup", contained.Dir)
@@ -115,42 +135,19 @@ func runAction(c *cli.Context, raw []string) (err error) {
 		started = append(started, "containment", contained.Mode, "because", contained.Why)
 	}
 	log.Info("starting", started...)
-	if !rc.killSet && rc.timing.KillTimeout != campaign.DefaultKillTimeout {
-		log.Info("kill timeout shortened to TTL/4 so the fence fits the TTL", "kill_timeout", rc.timing.KillTimeout, "ttl", rc.timing.TTL)
+	if !rc.killSet && t.KillTimeout != campaign.DefaultKillTimeout {
+		log.Info("kill timeout shortened to TTL/4 so the fence fits the TTL", "kill_timeout", t.KillTimeout, "ttl", t.TTL)
 	}
-	healthCheck, eligible := rc.checks.checks(rc, childBaseEnv(os.Environ()), log.Named("check"))
-	var notify *runner.Notify
-	if rc.notify != "" {
-		// Contained as a check is, and given what a check inherits.
-		notify = &runner.Notify{Command: health.Command{Shell: rc.notify, Timeout: rc.notifyWait, Env: childBaseEnv(os.Environ()),
-			KillTimeout: rc.timing.KillTimeout, FenceMargin: rc.timing.FenceMargin, Log: log.Named("notify")}}
+}
+
+// notifier is --notify's command, nil without one. Contained as a check
+// is, and given what a check inherits.
+func (rc runConfig) notifier(log hclog.Logger) *runner.Notify {
+	if rc.notify == "" {
+		return nil
 	}
-	r := runner.New(runner.Config{
-		Election:    rc.election,
-		Layout:      rc.layout,
-		ID:          rc.id,
-		Timing:      rc.timing,
-		KillSignal:  rc.killSignal,
-		Wait:        rc.wait,
-		NoWait:      rc.noWait,
-		Holders:     rc.holders,
-		RunID:       rc.runID,
-		RunRetry:    rc.runIDRetry,
-		Health:      healthCheck,
-		Eligible:    eligible,
-		Notify:      notify,
-		Once:        rc.once,
-		HoldAtLeast: rc.holdAtLeast,
-		Timeout:     rc.timeout,
-		Restart:     runner.Restart(rc.restart),
-		Endpoints:   rc.conn.Endpoints,
-		DialTimeout: rc.conn.DialTimeout,
-		Won:         deferred.won,
-		Interactive: controllingTerminal(),
-	}, runner.Campaigns(camp), keepers, sigs, mon, log)
-	end := &runEnd{Outcome: r.Run(c.Context), conflictCode: rc.conflictCode}
-	deferred.end(end)
-	return end
+	return &runner.Notify{Command: health.Command{Shell: rc.notify, Timeout: rc.notifyWait, Env: childBaseEnv(os.Environ()),
+		KillTimeout: rc.timing().KillTimeout, FenceMargin: rc.timing().FenceMargin, Log: log.Named("notify")}}
 }
 
 // childBaseEnv is the inherited part of the child's environment: etcdlead's

@@ -20,127 +20,124 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/etcdlead/etcdlead/campaign"
+	"github.com/etcdlead/etcdlead/internal/bootclock"
 	"github.com/etcdlead/etcdlead/internal/etcdconn"
 	"github.com/etcdlead/etcdlead/internal/exitcode"
+	"github.com/etcdlead/etcdlead/internal/runner"
 	"github.com/etcdlead/etcdlead/supervisor"
 )
 
-// runConfig is everything `etcdlead run` needs, validated.
+// runConfig is everything `etcdlead run` needs, validated. run is the one
+// configuration the loop, the campaign (run.Campaign) and the keepers
+// (run.Spec) are given, built here; runAction fills in what exists only
+// once the run begins. The other fields are the CLI's own.
 type runConfig struct {
+	run          runner.Config
 	conn         etcdconn.Config
-	election     string
-	layout       campaign.Layout // where the election's keys live
-	id           string
-	timing       campaign.Timing
 	killSet      bool // --kill-timeout was given
-	killSignal   syscall.Signal
-	wait         time.Duration
 	conflictCode int
-	once         bool
-	noWait       bool
-	holders      int
-	holdAtLeast  time.Duration
-	timeout      time.Duration
-	runID        string // --run-id, "" for none
-	runIDTTL     time.Duration
-	runIDRetry   bool
 	checks       checkOptions
 	notify       string // --notify, "" for none
 	notifyWait   time.Duration
-	restart      string // never, on-failure, always
 	containment  string // supervisor.ContainAuto, ContainCgroup or ContainProcessGroup
 	statusAddr   string
-	path         string   // resolved COMMAND
-	argv         []string // COMMAND and ARGS as given
-	logLevel     string
-	logJSON      bool
 }
+
+// election is the election's name.
+func (rc runConfig) election() string { return rc.run.Campaign.Layout.Name() }
+
+// timing is the resolved --ttl, --kill-timeout, --fence-margin and
+// --renew-interval.
+func (rc runConfig) timing() campaign.Timing { return rc.run.Campaign.Timing }
 
 func parseRunConfig(c *cli.Context, raw []string) (runConfig, error) {
 	var rc runConfig
+	spec := &rc.run.Spec
 	var err error
-	if rc.argv, err = commandArgs(c, raw); err != nil {
+	if spec.Argv, err = commandArgs(c, raw); err != nil {
 		return rc, err
 	}
-	if rc.logLevel, rc.logJSON, err = logOptions(c); err != nil {
+	if spec.LogLevel, spec.LogJSON, err = logOptions(c); err != nil {
 		return rc, err
 	}
 	if rc.conn, err = parseConn(c); err != nil {
 		return rc, err
 	}
+	// In this order, which decides which of several mistakes is told.
+	for _, parse := range []func(*cli.Context, *runConfig) error{
+		parseCandidate, parseTiming, parseConflictCode, parseWait, parseHolders,
+		parseCronOptions, parseRunID, parseCheckOptions, parseNotify,
+	} {
+		if err := parse(c, &rc); err != nil {
+			return rc, err
+		}
+	}
+	if rc.checks.healthRestart && (rc.run.Once || rc.run.Campaign.RunID != "") {
+		return rc, errors.New("--health-action=restart starts the command again in place, --once and --run-id run it once: give one of them")
+	}
+	if spec.Path, err = resolveCommand(spec.Argv[0]); err != nil {
+		return rc, err
+	}
+	rc.relay()
+	return rc, nil
+}
+
+// relay hands the loop, the campaign and the keepers what they take from
+// options read for another, or from no option: the fence's K and m, the
+// etcd connection's endpoints and dial timeout (which bounds each campaign
+// request that has no cadence of its own), the boot clock and the child's
+// inherited environment.
+func (rc *runConfig) relay() {
+	t := rc.timing()
+	rc.run.Spec.KillTimeout, rc.run.Spec.FenceMargin = t.KillTimeout, t.FenceMargin
+	rc.run.Spec.Env = childBaseEnv(os.Environ())
+	rc.run.Campaign.RequestTimeout = rc.conn.DialTimeout
+	rc.run.Campaign.Now = bootclock.Now
+	rc.run.Endpoints = rc.conn.Endpoints
+}
+
+// parseCandidate reads who campaigns where: --election, --prefix and --id.
+func parseCandidate(c *cli.Context, rc *runConfig) error {
+	command := rc.run.Spec.Argv[0]
 	absent := "to use the command's base name"
-	if isInterpreter(filepath.Base(rc.argv[0])) {
+	if isInterpreter(filepath.Base(command)) {
 		absent = "" // electionName refuses an interpreter's name
 	}
-	election, err := optText(c, flagElection, "an election name", absent)
+	given, err := optText(c, flagElection, "an election name", absent)
 	if err != nil {
-		return rc, err
+		return err
 	}
-	if rc.election, err = electionName(election, rc.argv[0]); err != nil {
-		return rc, err
+	election, err := electionName(given, command)
+	if err != nil {
+		return err
 	}
 	prefix, err := optText(c, flagPrefix, "a key prefix", "to use "+defaultPrefix)
 	if err != nil {
-		return rc, err
+		return err
 	}
-	if rc.layout, err = campaign.NewLayout(prefix, rc.election); err != nil {
-		return rc, inFlags(err)
+	camp := &rc.run.Campaign
+	if camp.Layout, err = campaign.NewLayout(prefix, election); err != nil {
+		return inFlags(err)
 	}
-	if rc.id, err = optText(c, flagID, "this candidate's name", "to use "+defaultIDText); err != nil {
-		return rc, err
+	if camp.ID, err = optText(c, flagID, "this candidate's name", "to use "+defaultIDText); err != nil {
+		return err
 	}
-	if rc.id == "" {
+	if camp.ID == "" {
 		host, _ := os.Hostname()
-		rc.id = defaultID(host, os.Getpid(), rand.Reader)
+		camp.ID = defaultID(host, os.Getpid(), rand.Reader)
 	}
-	if err := campaign.CheckID(rc.id); err != nil {
-		return rc, inFlags(err)
-	}
-	signal, err := optText(c, flagKillSignal, "a signal like SIGTERM", "for SIGTERM")
-	if err != nil {
-		return rc, err
-	}
-	if rc.killSignal, err = parseSignal(signal); err != nil {
-		return rc, err
-	}
-	if err := parseTiming(c, &rc); err != nil {
-		return rc, err
-	}
-	if rc.conflictCode, err = optInt(c, flagConflictCode); err != nil {
-		return rc, err
-	}
-	if rc.conflictCode < 0 || rc.conflictCode > 255 {
-		return rc, fmt.Errorf("--conflict-exit-code %d is not an exit code: use 0 to 255", rc.conflictCode)
-	}
-	if err := parseWait(c, &rc); err != nil {
-		return rc, err
-	}
-	if rc.holders, err = optInt(c, flagHolders); err != nil {
-		return rc, err
-	}
-	if rc.holders < 1 || rc.holders > campaign.MaxHolders {
-		return rc, fmt.Errorf("--holders %d is not a number of holders: use 1 (one leader, the default) to %d", rc.holders, campaign.MaxHolders)
-	}
-	if err := parseCronOptions(c, &rc); err != nil {
-		return rc, err
-	}
-	if err := parseRunID(c, &rc); err != nil {
-		return rc, err
-	}
-	if rc.checks, err = parseChecks(c); err != nil {
-		return rc, err
-	}
-	if err := parseNotify(c, &rc); err != nil {
-		return rc, err
-	}
-	if rc.checks.healthRestart && (rc.once || rc.runID != "") {
-		return rc, errors.New("--health-action=restart starts the command again in place, --once and --run-id run it once: give one of them")
-	}
-	rc.path, err = resolveCommand(rc.argv[0])
-	return rc, err
+	return inFlags(campaign.CheckID(camp.ID))
 }
 
+// parseTiming reads --kill-signal and the durations that decide the fence.
 func parseTiming(c *cli.Context, rc *runConfig) error {
+	signal, err := optText(c, flagKillSignal, "a signal like SIGTERM", "for SIGTERM")
+	if err != nil {
+		return err
+	}
+	if rc.run.Spec.KillSignal, err = parseSignal(signal); err != nil {
+		return err
+	}
 	var t campaign.Timing
 	var set []campaign.TimingField
 	for _, d := range []struct {
@@ -163,9 +160,38 @@ func parseTiming(c *cli.Context, rc *runConfig) error {
 		}
 	}
 	rc.killSet = slices.Contains(set, campaign.FieldKillTimeout)
-	var err error
-	rc.timing, err = campaign.ResolveTiming(t, set...)
+	rc.run.Campaign.Timing, err = campaign.ResolveTiming(t, set...)
 	return inFlags(err)
+}
+
+// parseCheckOptions reads the health and eligibility checks' options
+// (parseChecks).
+func parseCheckOptions(c *cli.Context, rc *runConfig) (err error) {
+	rc.checks, err = parseChecks(c)
+	return err
+}
+
+// parseConflictCode reads --conflict-exit-code.
+func parseConflictCode(c *cli.Context, rc *runConfig) (err error) {
+	if rc.conflictCode, err = optInt(c, flagConflictCode); err != nil {
+		return err
+	}
+	if rc.conflictCode < 0 || rc.conflictCode > 255 {
+		return fmt.Errorf("--conflict-exit-code %d is not an exit code: use 0 to 255", rc.conflictCode)
+	}
+	return nil
+}
+
+// parseHolders reads --holders.
+func parseHolders(c *cli.Context, rc *runConfig) (err error) {
+	n := &rc.run.Campaign.Holders
+	if *n, err = optInt(c, flagHolders); err != nil {
+		return err
+	}
+	if *n < 1 || *n > campaign.MaxHolders {
+		return fmt.Errorf("--holders %d is not a number of holders: use 1 (one leader, the default) to %d", *n, campaign.MaxHolders)
+	}
+	return nil
 }
 
 // parseWait reads --wait and --no-wait. --wait 0 gives up at once, as
@@ -176,11 +202,11 @@ func parseWait(c *cli.Context, rc *runConfig) error {
 	waitFrom, noWaitFrom := originOf(c, flagWait), originOf(c, flagNoWait)
 	var err error
 	if noWaitFrom >= waitFrom {
-		if rc.noWait, err = optBool(c, flagNoWait); err != nil {
+		if rc.run.Campaign.NoWait, err = optBool(c, flagNoWait); err != nil {
 			return err
 		}
 	}
-	if waitFrom < noWaitFrom && rc.noWait {
+	if waitFrom < noWaitFrom && rc.run.Campaign.NoWait {
 		return nil // --no-wait on the command line overrides $ETCDLEAD_WAIT
 	}
 	wait, given, err := optDuration(c, flagWait)
@@ -192,15 +218,15 @@ func parseWait(c *cli.Context, rc *runConfig) error {
 	case !given:
 		return nil
 	case waitFrom > noWaitFrom:
-		rc.noWait = false // --wait on the command line overrides $ETCDLEAD_NO_WAIT
-	case rc.noWait && wait > 0 && waitFrom == fromEnv:
+		rc.run.Campaign.NoWait = false // --wait on the command line overrides $ETCDLEAD_NO_WAIT
+	case rc.run.Campaign.NoWait && wait > 0 && waitFrom == fromEnv:
 		return fmt.Errorf("%s and %s contradict each other: unset one of them", envNoWait, envWait)
-	case rc.noWait && wait > 0:
+	case rc.run.Campaign.NoWait && wait > 0:
 		return errors.New("--no-wait and --wait contradict each other: give one of them")
 	}
-	rc.wait = wait
+	rc.run.Wait = wait
 	if wait == 0 {
-		rc.noWait = true
+		rc.run.Campaign.NoWait = true
 	}
 	return nil
 }
@@ -208,18 +234,20 @@ func parseWait(c *cli.Context, rc *runConfig) error {
 // parseCronOptions reads the options that decide when a run ends.
 func parseCronOptions(c *cli.Context, rc *runConfig) error {
 	var err error
-	if rc.once, err = optBool(c, flagOnce); err != nil {
+	if rc.run.Once, err = optBool(c, flagOnce); err != nil {
 		return err
 	}
-	if rc.holdAtLeast, _, err = optDuration(c, flagHoldAtLeast); err != nil {
+	if rc.run.HoldAtLeast, _, err = optDuration(c, flagHoldAtLeast); err != nil {
 		return err
 	}
-	if rc.timeout, _, err = optDuration(c, flagTimeout); err != nil {
+	if rc.run.Timeout, _, err = optDuration(c, flagTimeout); err != nil {
 		return err
 	}
-	if rc.restart, err = optText(c, flagRestart, "never, on-failure or always", "for never"); err != nil {
+	restart, err := optText(c, flagRestart, "never, on-failure or always", "for never")
+	if err != nil {
 		return err
 	}
+	rc.run.Restart = runner.Restart(restart)
 	if rc.containment, err = optText(c, flagContainment, "auto, cgroup or process-group", "for auto"); err != nil {
 		return err
 	}
@@ -227,11 +255,11 @@ func parseCronOptions(c *cli.Context, rc *runConfig) error {
 	switch {
 	case rc.containment != supervisor.ContainAuto && rc.containment != supervisor.ContainCgroup && rc.containment != supervisor.ContainProcessGroup:
 		return fmt.Errorf("--containment %q is not a containment: use auto, cgroup or process-group", rc.containment)
-	case rc.restart != "never" && rc.restart != "on-failure" && rc.restart != "always":
-		return fmt.Errorf("--restart %q is not a policy: use never, on-failure or always", rc.restart)
-	case rc.once && rc.restart != "never":
-		return fmt.Errorf("--once runs the command at most once, --restart %s again: give one of them", rc.restart)
-	case rc.holdAtLeast < 0 || rc.timeout < 0:
+	case restart != "never" && restart != "on-failure" && restart != "always":
+		return fmt.Errorf("--restart %q is not a policy: use never, on-failure or always", restart)
+	case rc.run.Once && restart != "never":
+		return fmt.Errorf("--once runs the command at most once, --restart %s again: give one of them", restart)
+	case rc.run.HoldAtLeast < 0 || rc.run.Timeout < 0:
 		return errors.New("--hold-at-least and --timeout must not be negative")
 	}
 	if rc.statusAddr != "" {
@@ -267,32 +295,32 @@ const maxRunIDTTL = 30 * 24 * time.Hour
 // parseRunID reads --run-id and the options that only it gives a meaning.
 func parseRunID(c *cli.Context, rc *runConfig) error {
 	var err error
-	if rc.runID, err = optText(c, flagRunID, "a name for this firing", "for none"); err != nil {
+	if rc.run.Campaign.RunID, err = optText(c, flagRunID, "a name for this firing", "for none"); err != nil {
 		return err
 	}
 	var ttlGiven bool
-	if rc.runIDTTL, ttlGiven, err = optDuration(c, flagRunIDTTL); err != nil {
+	if rc.run.Campaign.RunTTL, ttlGiven, err = optDuration(c, flagRunIDTTL); err != nil {
 		return err
 	}
-	if rc.runIDRetry, err = optBool(c, flagRunIDRetry); err != nil {
+	if rc.run.RunRetry, err = optBool(c, flagRunIDRetry); err != nil {
 		return err
 	}
-	if rc.runID == "" {
+	if rc.run.Campaign.RunID == "" {
 		switch {
 		case ttlGiven:
 			return errors.New("--run-id-ttl needs --run-id: give the firing a run id, or leave --run-id-ttl out")
-		case rc.runIDRetry:
+		case rc.run.RunRetry:
 			return errors.New("--run-id-retry needs --run-id: give the firing a run id, or leave --run-id-retry out")
 		}
 		return nil
 	}
-	if err := campaign.CheckRunID(rc.runID); err != nil {
+	if err := campaign.CheckRunID(rc.run.Campaign.RunID); err != nil {
 		return inFlags(err)
 	}
 	switch {
-	case rc.runIDTTL < rc.timing.TTL || rc.runIDTTL > maxRunIDTTL || rc.runIDTTL%time.Second != 0:
-		return fmt.Errorf("--run-id-ttl %s is out of range: use whole seconds from the --ttl (%s) to %s", rc.runIDTTL, rc.timing.TTL, maxRunIDTTL)
-	case rc.restart == "always":
+	case rc.run.Campaign.RunTTL < rc.timing().TTL || rc.run.Campaign.RunTTL > maxRunIDTTL || rc.run.Campaign.RunTTL%time.Second != 0:
+		return fmt.Errorf("--run-id-ttl %s is out of range: use whole seconds from the --ttl (%s) to %s", rc.run.Campaign.RunTTL, rc.timing().TTL, maxRunIDTTL)
+	case rc.run.Restart == runner.RestartAlways:
 		return errors.New("--run-id runs the command once per firing, --restart always again and again: give one of them")
 	}
 	return nil

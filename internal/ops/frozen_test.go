@@ -51,8 +51,8 @@ func TestHealthWithEtcdFrozen(t *testing.T) {
 	}
 	candidate := func(id string, o campaign.Observer) *campaign.Campaigner {
 		c, err := campaign.New(campaign.Config{
-			Client: cluster.Client(t), Layout: layout, ID: id, TTL: ttl,
-			KillTimeout: 750 * time.Millisecond, FenceMargin: 250 * time.Millisecond, RequestTimeout: 5 * time.Second,
+			Client: cluster.Client(t), Layout: layout, ID: id,
+			Timing: campaign.Timing{TTL: ttl, KillTimeout: 750 * time.Millisecond, FenceMargin: 250 * time.Millisecond}, RequestTimeout: 5 * time.Second,
 			Now: bootclock.Now, Observer: o,
 		})
 		if err != nil {

@@ -78,7 +78,7 @@ type verdict struct {
 // every process they started is gone, before the term may be revoked.
 type termChecks struct {
 	r        *Runner
-	term     *Leadership
+	term     Leadership
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -90,7 +90,7 @@ type termChecks struct {
 	command int
 }
 
-func (r *Runner) startTermChecks(ctx context.Context, term *Leadership) *termChecks {
+func (r *Runner) startTermChecks(ctx context.Context, term Leadership) *termChecks {
 	c := &termChecks{r: r, term: term, eligible: make(chan health.Result, 1), verdicts: make(chan verdict, 1)}
 	c.ctx, c.cancel = context.WithCancel(ctx)
 	if r.cfg.Eligible != nil {
@@ -141,9 +141,6 @@ func (c *termChecks) startHealth() {
 // recordHealth writes a changed verdict to etcd for etcdlead status. A
 // write that fails costs only the record: the verdict acts all the same.
 func (c *termChecks) recordHealth(ctx context.Context, s health.Status) {
-	if c.term.RecordHealth == nil {
-		return
-	}
 	if err := c.term.RecordHealth(ctx, s.String()); err != nil && ctx.Err() == nil {
 		c.r.log.Warn("the command's health not recorded in etcd for etcdlead status", "error", err)
 	}
@@ -249,7 +246,7 @@ func (r *Runner) awaitEligible(ctx context.Context) *Outcome {
 			return nil
 		}
 		switch {
-		case r.cfg.NoWait || r.cfg.Once:
+		case r.cfg.Campaign.NoWait || r.cfg.Once:
 			r.log.Info("not eligible (--eligible-cmd); exiting", "check", res.Summary())
 			return end(NotLeader, 0, nil)
 		case r.cfg.Wait > 0 && !time.Now().Before(r.waitUntil):
@@ -296,7 +293,7 @@ func (r *Runner) idleReachable(ctx context.Context, d time.Duration, early <-cha
 		pinging.Wait()
 	}()
 	pinging.Go(func() {
-		every := max(r.cfg.Timing.TTL/2, time.Second)
+		every := max(r.cfg.Campaign.Timing.TTL/2, time.Second)
 		for {
 			if r.camp.Ping(pctx) == nil {
 				r.mon.Reached()

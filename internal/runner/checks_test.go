@@ -23,12 +23,12 @@ func probe(name string) *fakeProbe {
 func TestIneligibleDoesNotCampaign(t *testing.T) {
 	t.Run("no-wait", func(t *testing.T) {
 		cfg := baseConfig()
-		cfg.NoWait = true
+		cfg.Campaign.NoWait = true
 		p := probe("eligible")
 		cfg.Eligible = &Check{Probe: p, Interval: time.Millisecond}
-		g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
+		g := newRig(t, cfg, func(g *rig) []func(int) (Leadership, error) {
 			p.j = g.j
-			return []func(int) (*Leadership, error){g.wins()}
+			return []func(int) (Leadership, error){g.wins()}
 		})
 		p.answer(t, false)
 		wantOutcome(t, g.outcome(t), NotLeader, 0)
@@ -40,7 +40,7 @@ func TestIneligibleDoesNotCampaign(t *testing.T) {
 		cfg := baseConfig()
 		p := probe("eligible")
 		cfg.Eligible = &Check{Probe: p, Interval: time.Millisecond}
-		g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
+		g := newRig(t, cfg, func(g *rig) []func(int) (Leadership, error) {
 			p.j = g.j
 			return nil
 		})
@@ -71,10 +71,10 @@ func TestIneligibleLeaderStepsDown(t *testing.T) {
 	cfg := baseConfig()
 	p := probe("eligible")
 	cfg.Eligible = &Check{Probe: p, Interval: time.Millisecond}
-	g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
+	g := newRig(t, cfg, func(g *rig) []func(int) (Leadership, error) {
 		p.j = g.j
 		g.keepers.obeys = true
-		return []func(int) (*Leadership, error){g.wins()}
+		return []func(int) (Leadership, error){g.wins()}
 	})
 	p.answer(t, true)
 	g.keepers.child(t, 0)
@@ -100,13 +100,13 @@ func TestUnhealthyLeaderStepsDownForWaiter(t *testing.T) {
 	cfg := baseConfig()
 	p := probe("health")
 	cfg.Health = healthConfig(p, false)
-	g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
+	g := newRig(t, cfg, func(g *rig) []func(int) (Leadership, error) {
 		p.j = g.j
 		g.keepers.obeys = true
 		g.camp.vacant = true
 		w := g.wins()
 		g.terms[0].waiting = true
-		return []func(int) (*Leadership, error){w}
+		return []func(int) (Leadership, error){w}
 	})
 	g.keepers.child(t, 0)
 	p.answer(t, true)
@@ -135,12 +135,12 @@ func TestUnhealthyCommandRestartedInPlace(t *testing.T) {
 			cfg := baseConfig()
 			p := probe("health")
 			cfg.Health = healthConfig(p, c.restart)
-			g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
+			g := newRig(t, cfg, func(g *rig) []func(int) (Leadership, error) {
 				p.j = g.j
 				g.keepers.obeys = true
 				w := g.wins()
 				g.terms[0].waiting = c.waiting
-				return []func(int) (*Leadership, error){w}
+				return []func(int) (Leadership, error){w}
 			})
 			g.keepers.child(t, 0)
 			p.answer(t, false)
@@ -178,10 +178,10 @@ func TestUnhealthyOnceCommandNotRestarted(t *testing.T) {
 	cfg.Once = true
 	p := probe("health")
 	cfg.Health = healthConfig(p, false)
-	g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
+	g := newRig(t, cfg, func(g *rig) []func(int) (Leadership, error) {
 		p.j = g.j
 		g.keepers.obeys = true
-		return []func(int) (*Leadership, error){g.wins()}
+		return []func(int) (Leadership, error){g.wins()}
 	})
 	g.keepers.child(t, 0)
 	p.answer(t, false)

@@ -30,19 +30,20 @@ const (
 var ChildVars = []string{EnvName, EnvKey, EnvRev, EnvLease, EnvID, EnvEndpoints, EnvSlot, EnvSlotRev, EnvRunID}
 
 // termEnv is what the child learns about its term.
-func (r *Runner) termEnv(t *Leadership) []string {
+func (r *Runner) termEnv(t Leadership) []string {
+	id := t.ID()
 	env := []string{
-		EnvName + "=" + r.cfg.Election,
-		EnvKey + "=" + t.Key,
-		EnvRev + "=" + strconv.FormatInt(t.Rev, 10),
-		EnvLease + "=" + fmt.Sprintf("%x", t.Lease),
-		EnvID + "=" + r.cfg.ID,
+		EnvName + "=" + r.cfg.Campaign.Layout.Name(),
+		EnvKey + "=" + id.Key,
+		EnvRev + "=" + strconv.FormatInt(id.Rev, 10),
+		EnvLease + "=" + fmt.Sprintf("%x", id.Lease),
+		EnvID + "=" + r.cfg.Campaign.ID,
 		EnvEndpoints + "=" + strings.Join(r.cfg.Endpoints, ","),
-		EnvSlot + "=" + strconv.Itoa(t.Slot),
-		EnvSlotRev + "=" + strconv.FormatInt(t.SlotRev, 10),
+		EnvSlot + "=" + strconv.Itoa(id.Slot),
+		EnvSlotRev + "=" + strconv.FormatInt(id.SlotRev, 10),
 	}
-	if r.cfg.RunID != "" {
-		env = append(env, EnvRunID+"="+r.cfg.RunID)
+	if r.cfg.Campaign.RunID != "" {
+		env = append(env, EnvRunID+"="+r.cfg.Campaign.RunID)
 	}
 	return env
 }

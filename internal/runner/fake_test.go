@@ -179,38 +179,44 @@ type fakeTerm struct {
 	renew chan time.Duration
 }
 
-func (f *fakeTerm) term() *Leadership {
-	return &Leadership{
-		Key: fmt.Sprintf("p/e/%x", f.n), Rev: int64(10 + f.n), Lease: int64(f.n), SlotRev: int64(10 + f.n),
-		Deadline:  func() time.Duration { return time.Hour },
-		ForgetRun: func() { f.j.add("forget run") },
-		Waiting: func(context.Context) (bool, error) {
-			f.j.add("waiting?")
-			return f.waiting, nil
-		},
-		Lead: func(ctx context.Context, onRenew func(time.Duration)) error {
-			f.j.add("hold")
-			defer f.j.add("hold returned")
-			for {
-				select {
-				case err := <-f.lose:
-					return err
-				case d := <-f.renew:
-					onRenew(d)
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			}
-		},
-		Revoke: func() { f.j.add("revoke") },
+func (f *fakeTerm) term() Leadership { return f }
+
+func (f *fakeTerm) ID() TermID {
+	return TermID{Key: fmt.Sprintf("p/e/%x", f.n), Rev: int64(10 + f.n), Lease: int64(f.n), SlotRev: int64(10 + f.n)}
+}
+
+func (f *fakeTerm) Deadline() time.Duration { return time.Hour }
+func (f *fakeTerm) ForgetRun()              { f.j.add("forget run") }
+func (f *fakeTerm) Revoke()                 { f.j.add("revoke") }
+
+func (f *fakeTerm) Waiting(context.Context) (bool, error) {
+	f.j.add("waiting?")
+	return f.waiting, nil
+}
+
+func (f *fakeTerm) Lead(ctx context.Context, onRenew func(time.Duration)) error {
+	f.j.add("hold")
+	defer f.j.add("hold returned")
+	for {
+		select {
+		case err := <-f.lose:
+			return err
+		case d := <-f.renew:
+			onRenew(d)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
+
+// RecordHealth records nothing: the fake has no etcd to write to.
+func (f *fakeTerm) RecordHealth(context.Context, string) error { return nil }
 
 // fakeCampaigner answers each campaign with the next of answers; after
 // them it waits until its context ends.
 type fakeCampaigner struct {
 	j       *journal
-	answers []func(n int) (*Leadership, error)
+	answers []func(n int) (Leadership, error)
 	mu      sync.Mutex
 	calls   int
 	// vacant: AwaitVacant answers at once that the election has no
@@ -269,7 +275,7 @@ func (p *fakeProbe) answer(t *testing.T, ok bool) {
 	}
 }
 
-func (c *fakeCampaigner) Campaign(ctx context.Context) (*Leadership, error) {
+func (c *fakeCampaigner) Campaign(ctx context.Context) (Leadership, error) {
 	c.mu.Lock()
 	n := c.calls
 	c.calls++
@@ -393,29 +399,31 @@ func (l *logLines) String() string {
 
 func baseConfig() Config {
 	l, _ := campaign.NewLayout("p/", "e")
-	return Config{Election: "e", Layout: l, ID: "c1", KillSignal: syscall.SIGTERM,
-		Timing:    campaign.Timing{TTL: 10 * time.Second, KillTimeout: time.Second, FenceMargin: time.Second},
+	return Config{
+		Campaign: campaign.Config{Layout: l, ID: "c1", RequestTimeout: time.Second,
+			Timing: campaign.Timing{TTL: 10 * time.Second, KillTimeout: time.Second, FenceMargin: time.Second}},
+		Spec:      supervisor.Spec{KillSignal: syscall.SIGTERM},
 		Restart:   RestartNever,
-		Endpoints: []string{"127.0.0.1:2379"}, DialTimeout: time.Second}
+		Endpoints: []string{"127.0.0.1:2379"}}
 }
 
 // wins makes the n-th campaign win a fresh term.
-func (g *rig) wins() func(int) (*Leadership, error) {
+func (g *rig) wins() func(int) (Leadership, error) {
 	ft := &fakeTerm{j: g.j, n: len(g.terms) + 1, lose: make(chan error, 1), renew: make(chan time.Duration)}
 	g.terms = append(g.terms, ft)
-	return func(int) (*Leadership, error) { return ft.term(), nil }
+	return func(int) (Leadership, error) { return ft.term(), nil }
 }
 
-func fails(err error) func(int) (*Leadership, error) {
-	return func(int) (*Leadership, error) { return nil, err }
+func fails(err error) func(int) (Leadership, error) {
+	return func(int) (Leadership, error) { return nil, err }
 }
 
-func newRig(t *testing.T, cfg Config, setup func(g *rig) []func(int) (*Leadership, error)) *rig {
+func newRig(t *testing.T, cfg Config, setup func(g *rig) []func(int) (Leadership, error)) *rig {
 	g := &rig{j: newJournal(), sigs: make(chan os.Signal, 4), out: make(chan *Outcome, 1), log: &logLines{}}
 	g.camp = &fakeCampaigner{j: g.j}
 	g.keepers = &fakeKeepers{j: g.j}
 	g.camp.answers = setup(g)
-	g.mon = ops.New(cfg.Election, cfg.ID, "test", cfg.Timing.TTL, nil)
+	g.mon = ops.New(cfg.Campaign.Layout.Name(), cfg.Campaign.ID, "test", cfg.Campaign.Timing.TTL, nil)
 	log := hclog.New(&hclog.LoggerOptions{Output: g.log, Level: hclog.Info})
 	r := New(cfg, g.camp, g.keepers, signals.Fake(g.sigs), g.mon, log)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -29,15 +29,16 @@ func (st termState) stopping() bool { return st.stopped || st.lost != nil || st.
 // campaign again. It is a dispatcher: each event has its method on
 // leading, and restart in place (restart.go), the hold after the child's
 // exit (hold.go) and the checks (checks.go) have files of their own.
-func (r *Runner) lead(ctx context.Context, term *Leadership) *Outcome {
+func (r *Runner) lead(ctx context.Context, term Leadership) *Outcome {
 	l := &leading{r: r, term: term}
 	// Revoked once, by end or on the way out, after the hold below.
 	defer l.revokeOnce()
 	if r.cfg.Won != nil {
 		r.cfg.Won()
 	}
-	r.mon.Elected(term.Key, term.Rev, term.Lease)
-	r.mon.Holder(term.Slot, r.cfg.Holders)
+	id := term.ID()
+	r.mon.Elected(id.Key, id.Rev, id.Lease)
+	r.mon.Holder(id.Slot, r.cfg.Campaign.Holders)
 	child, o := r.startChild(term)
 	if child == nil {
 		return o
@@ -89,7 +90,7 @@ func (r *Runner) lead(ctx context.Context, term *Leadership) *Outcome {
 // campaign again).
 type leading struct {
 	r    *Runner
-	term *Leadership
+	term Leadership
 	// child is the command that runs: nil between a command stopped for a
 	// restart in place and the next one (restarting).
 	child   Child
@@ -146,7 +147,7 @@ func (l *leading) revokeOnce() {
 }
 
 // stop asks the command to stop with the kill signal.
-func (l *leading) stop() { l.child.Stop(l.r.cfg.KillSignal) }
+func (l *leading) stop() { l.child.Stop(l.r.cfg.Spec.KillSignal) }
 
 // signal acts on a caught signal (signals.Decide).
 func (l *leading) signal(s os.Signal) (*Outcome, bool) {
@@ -180,10 +181,10 @@ func (l *leading) lost(err error) (*Outcome, bool) {
 	}
 	if !l.st.stopping() {
 		// Stop first: a log write can block on a stalled stderr.
-		l.child.Stop(r.cfg.KillSignal)
+		l.child.Stop(r.cfg.Spec.KillSignal)
 		r.log.Trace("stop sent to keeper")
 		l.st.lost = err
-		r.logTermEnd(err, "child stopping", "signal", signals.Name(r.cfg.KillSignal))
+		r.logTermEnd(err, "child stopping", "signal", signals.Name(r.cfg.Spec.KillSignal))
 	}
 	return nil, false
 }
@@ -201,7 +202,7 @@ func (l *leading) timedOut() (*Outcome, bool) {
 		return end(TimedOut, l.lastCode, nil), true
 	}
 	l.stop()
-	r.log.Warn("command ran past --timeout; child stopping", "timeout", r.cfg.Timeout, "signal", signals.Name(r.cfg.KillSignal))
+	r.log.Warn("command ran past --timeout; child stopping", "timeout", r.cfg.Timeout, "signal", signals.Name(r.cfg.Spec.KillSignal))
 	return nil, false
 }
 
@@ -218,7 +219,7 @@ func (l *leading) ineligible(x health.Result) (*Outcome, bool) {
 	}
 	l.stop()
 	r.log.Warn("no longer eligible (--eligible-cmd); stepping down, child stopping", "check", x.Summary(),
-		"signal", signals.Name(r.cfg.KillSignal))
+		"signal", signals.Name(r.cfg.Spec.KillSignal))
 	return nil, false
 }
 
@@ -245,7 +246,7 @@ func (l *leading) childDone() (*Outcome, bool) {
 	if r.cfg.RunRetry && !(res.Reason == supervisor.ReasonExited && res.Code == 0 && l.st == termState{}) {
 		// The child and its descendants are gone: the firing may run
 		// again, here or on another candidate.
-		forgetRun(l.term)
+		l.term.ForgetRun()
 	}
 	if !mayHold || time.Since(l.elected) >= r.cfg.HoldAtLeast {
 		l.end()
@@ -259,7 +260,7 @@ func (l *leading) childDone() (*Outcome, bool) {
 
 // startChild starts the term's command. A nil child comes with the
 // outcome: nil to campaign again.
-func (r *Runner) startChild(term *Leadership) (Child, *Outcome) {
+func (r *Runner) startChild(term Leadership) (Child, *Outcome) {
 	child, err := r.keepers.Start(term.Deadline(), r.termEnv(term))
 	if err != nil {
 		var execErr *supervisor.ExecError
@@ -270,7 +271,7 @@ func (r *Runner) startChild(term *Leadership) (Child, *Outcome) {
 			// No child ran, so the term is lost, not failed.
 			r.mon.TermEnded(ops.ReasonPastFence)
 			r.log.Warn("term lost before the child started; campaigning again", "error", err)
-			forgetRun(term)
+			term.ForgetRun()
 			r.lost = true
 			return nil, nil
 		case errors.As(err, &execErr):
@@ -280,14 +281,15 @@ func (r *Runner) startChild(term *Leadership) (Child, *Outcome) {
 		r.mon.TermEnded(ops.ReasonStartFailed)
 		return nil, end(Failed, 0, err)
 	}
-	if r.cfg.Holders > 1 {
-		r.log.Info("child started as holder", "pid", child.Pid(), "rev", term.Rev, "slot", term.Slot,
-			"slot_rev", term.SlotRev, "holders", r.cfg.Holders)
+	id := term.ID()
+	if r.cfg.Campaign.Holders > 1 {
+		r.log.Info("child started as holder", "pid", child.Pid(), "rev", id.Rev, "slot", id.Slot,
+			"slot_rev", id.SlotRev, "holders", r.cfg.Campaign.Holders)
 	} else {
-		r.log.Info("child started", "pid", child.Pid(), "rev", term.Rev)
+		r.log.Info("child started", "pid", child.Pid(), "rev", id.Rev)
 	}
 	r.mon.ChildStarted(child.Pid())
-	r.notes.set(ops.HookLeader, ops.ReasonElected, term.Rev)
+	r.notes.set(ops.HookLeader, ops.ReasonElected, id.Rev)
 	return child, nil
 }
 
@@ -385,15 +387,8 @@ func (r *Runner) logTermEnd(err error, what string, args ...any) {
 // lostWords name a lost term: a leader's, or with --holders N > 1 a
 // holder's.
 func (r *Runner) lostWords() string {
-	if r.cfg.Holders > 1 {
+	if r.cfg.Campaign.Holders > 1 {
 		return "holder lost its slot"
 	}
 	return "leadership lost"
-}
-
-// forgetRun takes back the term's record of the run id, if any.
-func forgetRun(term *Leadership) {
-	if term.ForgetRun != nil {
-		term.ForgetRun()
-	}
 }

@@ -112,7 +112,7 @@ func (r *Runner) noteEnv(x note) []string {
 	if x.rev != 0 {
 		rev = strconv.FormatInt(x.rev, 10)
 	}
-	return []string{EnvRole + "=" + x.role, EnvName + "=" + r.cfg.Election, EnvID + "=" + r.cfg.ID,
+	return []string{EnvRole + "=" + x.role, EnvName + "=" + r.cfg.Campaign.Layout.Name(), EnvID + "=" + r.cfg.Campaign.ID,
 		EnvRev + "=" + rev, EnvReason + "=" + x.reason}
 }
 

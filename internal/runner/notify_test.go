@@ -142,9 +142,9 @@ func TestNotifyLeaderAfterStartFollowerAfterChildGone(t *testing.T) {
 		}
 		return false
 	}
-	g = newRig(t, notifyConfig(h), func(g *rig) []func(int) (*Leadership, error) {
+	g = newRig(t, notifyConfig(h), func(g *rig) []func(int) (Leadership, error) {
 		h.j = g.j
-		return []func(int) (*Leadership, error){g.wins(), g.wins()}
+		return []func(int) (Leadership, error){g.wins(), g.wins()}
 	})
 	c := g.keepers.child(t, 0)
 	g.j.waitFor(t, "hook leader done", 1)
@@ -185,10 +185,10 @@ func TestNotifyLeaderAfterStartFollowerAfterChildGone(t *testing.T) {
 // ends only once the last has been told.
 func TestNotifyHangingCommandDelaysNoTerm(t *testing.T) {
 	h := newHook(t, true)
-	g := newRig(t, notifyConfig(h), func(g *rig) []func(int) (*Leadership, error) {
+	g := newRig(t, notifyConfig(h), func(g *rig) []func(int) (Leadership, error) {
 		h.j = g.j
 		g.keepers.obeys = true
-		return []func(int) (*Leadership, error){g.wins(), g.wins()}
+		return []func(int) (Leadership, error){g.wins(), g.wins()}
 	})
 	g.keepers.child(t, 0)
 	g.j.waitFor(t, "hook leader", 1)
@@ -221,17 +221,17 @@ func TestNotifyHangingCommandDelaysNoTerm(t *testing.T) {
 func TestNotifyFlappingEndsInCurrentRole(t *testing.T) {
 	const flaps = 5
 	h := newHook(t, true)
-	g := newRig(t, notifyConfig(h), func(g *rig) []func(int) (*Leadership, error) {
+	g := newRig(t, notifyConfig(h), func(g *rig) []func(int) (Leadership, error) {
 		h.j = g.j
 		g.keepers.obeys = true
-		var w []func(int) (*Leadership, error)
+		var w []func(int) (Leadership, error)
 		for range flaps + 2 {
 			w = append(w, g.wins())
 		}
 		// The last term is won only once follower is being told, so that
 		// it cannot replace follower before it ran.
 		last := w[flaps+1]
-		w[flaps+1] = func(n int) (*Leadership, error) {
+		w[flaps+1] = func(n int) (Leadership, error) {
 			g.j.await("hook follower")
 			return last(n)
 		}
@@ -267,10 +267,10 @@ func TestNotifyFlappingEndsInCurrentRole(t *testing.T) {
 // nothing: it was never told leader, so there is nothing to undo.
 func TestNotifyUnheardTermTellsNothing(t *testing.T) {
 	h := newHook(t, true)
-	g := newRig(t, notifyConfig(h), func(g *rig) []func(int) (*Leadership, error) {
+	g := newRig(t, notifyConfig(h), func(g *rig) []func(int) (Leadership, error) {
 		h.j = g.j
 		g.keepers.obeys = true
-		return []func(int) (*Leadership, error){g.wins(), g.wins()}
+		return []func(int) (Leadership, error){g.wins(), g.wins()}
 	})
 	g.keepers.child(t, 0)
 	h.release <- struct{}{}
@@ -293,9 +293,9 @@ func TestNotifyUnheardTermTellsNothing(t *testing.T) {
 // campaign fails, not at its end. There is nothing to undo.
 func TestNotifyNothingUntilLed(t *testing.T) {
 	h := newHook(t, false)
-	g := newRig(t, notifyConfig(h), func(g *rig) []func(int) (*Leadership, error) {
+	g := newRig(t, notifyConfig(h), func(g *rig) []func(int) (Leadership, error) {
 		h.j = g.j
-		return []func(int) (*Leadership, error){fails(campaign.ErrKeyDeleted)}
+		return []func(int) (Leadership, error){fails(campaign.ErrKeyDeleted)}
 	})
 	g.j.waitFor(t, "campaign", 2)
 	g.sigs <- syscall.SIGTERM
@@ -310,9 +310,9 @@ func TestNotifyOnce(t *testing.T) {
 	h := newHook(t, false)
 	cfg := notifyConfig(h)
 	cfg.Once = true
-	g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
+	g := newRig(t, cfg, func(g *rig) []func(int) (Leadership, error) {
 		h.j = g.j
-		return []func(int) (*Leadership, error){g.wins()}
+		return []func(int) (Leadership, error){g.wins()}
 	})
 	c := g.keepers.child(t, 0)
 	g.j.waitFor(t, "hook leader", 1)
@@ -327,10 +327,10 @@ func TestNotifyRestartInPlaceKeepsLeader(t *testing.T) {
 	cfg := notifyConfig(h)
 	p := probe("health")
 	cfg.Health = healthConfig(p, true)
-	g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
+	g := newRig(t, cfg, func(g *rig) []func(int) (Leadership, error) {
 		h.j, p.j = g.j, g.j
 		g.keepers.obeys = true
-		return []func(int) (*Leadership, error){g.wins()}
+		return []func(int) (Leadership, error){g.wins()}
 	})
 	g.keepers.child(t, 0)
 	g.j.waitFor(t, "hook leader", 1)
@@ -351,9 +351,9 @@ func TestNotifyFailuresLoggedAndCounted(t *testing.T) {
 		}
 		return health.Result{Code: -1, Err: "timed out after 1s", TimedOut: true}
 	}
-	g := newRig(t, notifyConfig(h), func(g *rig) []func(int) (*Leadership, error) {
+	g := newRig(t, notifyConfig(h), func(g *rig) []func(int) (Leadership, error) {
 		h.j = g.j
-		return []func(int) (*Leadership, error){g.wins()}
+		return []func(int) (Leadership, error){g.wins()}
 	})
 	c := g.keepers.child(t, 0)
 	g.j.waitFor(t, "hook leader", 1)
@@ -384,7 +384,8 @@ sh -c 'trap "" TERM; while :; do sleep 1; done' & echo $! >> %[2]s
 [ "$1" = leader ] && echo >> %[3]s && exec sleep 600
 exit 0`, told, pids, started)
 	var logs logLines
-	r := &Runner{cfg: Config{Election: "e", ID: "c1", Notify: &Notify{Command: health.Command{
+	l, _ := campaign.NewLayout("p/", "e")
+	r := &Runner{cfg: Config{Campaign: campaign.Config{Layout: l, ID: "c1"}, Notify: &Notify{Command: health.Command{
 		Shell: shell, Timeout: 500 * time.Millisecond, Env: os.Environ(),
 		KillTimeout: 200 * time.Millisecond, FenceMargin: 100 * time.Millisecond, Log: hclog.NewNullLogger()}}},
 		mon: ops.New("e", "c1", "test", 10*time.Second, nil), log: hclog.New(&hclog.LoggerOptions{Output: &logs})}

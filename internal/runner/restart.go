@@ -21,10 +21,10 @@ func (l *leading) unhealthy(v verdict) {
 	l.stop()
 	// A command that runs once (--once, --run-id) is never started a
 	// second time in place.
-	if v.stepDown || r.cfg.Once || r.cfg.RunID != "" {
+	if v.stepDown || r.cfg.Once || r.cfg.Campaign.RunID != "" {
 		l.st.lost = errUnhealthy
 		r.log.Warn("the command is unhealthy; stepping down for a waiting candidate, child stopping", "check", v.res.Summary(),
-			"signal", signals.Name(r.cfg.KillSignal))
+			"signal", signals.Name(r.cfg.Spec.KillSignal))
 		return
 	}
 	l.restarting = true
@@ -33,7 +33,7 @@ func (l *leading) unhealthy(v verdict) {
 		why = "no other candidate waits"
 	}
 	r.log.Warn("the command is unhealthy; restarting it in place, child stopping", "check", v.res.Summary(), "because", why,
-		"signal", signals.Name(r.cfg.KillSignal))
+		"signal", signals.Name(r.cfg.Spec.KillSignal))
 }
 
 // restartsAfter takes the end of a command stopped for a restart in

@@ -37,7 +37,7 @@ func (r *Runner) Run(ctx context.Context) *Outcome {
 
 func (r *Runner) run(ctx context.Context) *Outcome {
 	defer r.keepers.Drop()
-	b := newBackoff(r.cfg.Timing.TTL)
+	b := newBackoff(r.cfg.Campaign.Timing.TTL)
 	r.mon.Say("connecting to etcd")
 	for {
 		if o := r.awaitEligible(ctx); o != nil {
@@ -119,16 +119,16 @@ func (r *Runner) campaignFailed(err error) *Outcome {
 		return end(NotLeader, 0, nil)
 	case errors.Is(err, campaign.ErrNotLeader):
 		opt := "--no-wait"
-		if !r.cfg.NoWait {
+		if !r.cfg.Campaign.NoWait {
 			opt = "--wait " + r.cfg.Wait.String()
 		}
 		r.log.Info("not leader; giving up", "option", opt)
 		return end(NotLeader, 0, fmt.Errorf("not leader (%s): another candidate leads %s", opt, r.prefix()))
-	case r.cfg.NoWait && errors.Is(err, syscall.ECONNREFUSED):
+	case r.cfg.Campaign.NoWait && errors.Is(err, syscall.ECONNREFUSED):
 		// Known at once (etcdconn.Unreached), not after the dial timeout.
 		return end(Unreachable, 0, fmt.Errorf("etcd at %v not reached (--no-wait): %v", r.cfg.Endpoints, err))
-	case r.cfg.NoWait:
-		return end(Unreachable, 0, fmt.Errorf("etcd at %v not reached within --dial-timeout %s (--no-wait): %v", r.cfg.Endpoints, r.cfg.DialTimeout, err))
+	case r.cfg.Campaign.NoWait:
+		return end(Unreachable, 0, fmt.Errorf("etcd at %v not reached within --dial-timeout %s (--no-wait): %v", r.cfg.Endpoints, r.cfg.Campaign.RequestTimeout, err))
 	case errors.Is(err, campaign.ErrUnreachable), r.cfg.Wait > 0 && !time.Now().Before(r.waitUntil):
 		return end(Unreachable, 0, fmt.Errorf("etcd at %v unreachable for --wait %s: %v", r.cfg.Endpoints, r.cfg.Wait, err))
 	case errors.Is(err, errIneligible):
@@ -151,7 +151,7 @@ func (r *Runner) campaignFailed(err error) *Outcome {
 // waits for it).
 func (r *Runner) pausedEnd() *Outcome {
 	switch {
-	case r.cfg.NoWait || r.cfg.Once:
+	case r.cfg.Campaign.NoWait || r.cfg.Once:
 		r.log.Debug("election paused; exiting")
 		return end(NotLeader, 0, nil)
 	case r.cfg.Wait > 0 && !time.Now().Before(r.waitUntil):
@@ -205,17 +205,17 @@ func (r *Runner) startWait() {
 }
 
 type campaignResult struct {
-	term *Leadership
+	term Leadership
 	err  error
 }
 
 // campaign runs one campaign while answering signals: a stop signal ends it
 // and the campaign revokes its lease on the way out.
-func (r *Runner) campaign(ctx context.Context) (*Leadership, error) {
+func (r *Runner) campaign(ctx context.Context) (Leadership, error) {
 	cctx, cancel := r.campaignBound(ctx)
 	defer cancel()
 	r.log.Trace("campaign begins")
-	if !r.cfg.NoWait {
+	if !r.cfg.Campaign.NoWait {
 		// Warms up while etcd is asked; the first campaign's keeper waits
 		// already (runAction starts it before the etcd client).
 		r.keepers.Prepare()
@@ -226,7 +226,7 @@ func (r *Runner) campaign(ctx context.Context) (*Leadership, error) {
 		res <- campaignResult{t, err}
 	}()
 	// stop ends the campaign, and the term it may have won meanwhile.
-	stop := func(err error) (*Leadership, error) {
+	stop := func(err error) (Leadership, error) {
 		cancel()
 		if x := <-res; x.term != nil {
 			abandon(x.term)
@@ -263,12 +263,12 @@ func (r *Runner) campaignBound(ctx context.Context) (context.Context, context.Ca
 	case r.cfg.Wait > 0:
 		r.startWait()
 		return context.WithDeadline(ctx, r.waitUntil)
-	case r.cfg.NoWait:
+	case r.cfg.Campaign.NoWait:
 		// One attempt: each request is bounded by --dial-timeout, and a
 		// term that ended ahead without its record taken away is waited
 		// out (campaign.EndedWaitLimit): it is no candidate to give up on,
 		// and a cron line that gave up on it each time would never run.
-		return context.WithTimeout(ctx, r.cfg.DialTimeout+campaign.EndedWaitLimit(r.cfg.Timing.TTL, r.cfg.Timing.FenceMargin))
+		return context.WithTimeout(ctx, r.cfg.Campaign.RequestTimeout+campaign.EndedWaitLimit(r.cfg.Campaign.Timing.TTL, r.cfg.Campaign.Timing.FenceMargin))
 	}
 	return context.WithCancel(ctx)
 }
@@ -303,7 +303,7 @@ func (r *Runner) onSignal(s os.Signal, p signals.Phase, child Child) signals.Act
 	case signals.StopChild:
 		child.Stop(sig)
 		r.mon.SetRole(ops.RoleStopping)
-		r.log.Info("child stopping", "signal", name, "kill_timeout", r.cfg.Timing.KillTimeout)
+		r.log.Info("child stopping", "signal", name, "kill_timeout", r.cfg.Campaign.Timing.KillTimeout)
 	case signals.KillChild:
 		child.Kill()
 		r.log.Warn("second stop signal: killing the child's group", "signal", name)
@@ -316,11 +316,11 @@ func (r *Runner) onSignal(s os.Signal, p signals.Phase, child Child) signals.Act
 	return a
 }
 
-func (r *Runner) prefix() string { return r.cfg.Layout.Prefix() }
+func (r *Runner) prefix() string { return r.cfg.Campaign.Layout.Prefix() }
 
 // abandon ends a term won but not used: no command ran in it, so its
 // record of the run id, if any, is taken back too.
-func abandon(t *Leadership) {
-	forgetRun(t)
+func abandon(t Leadership) {
+	t.ForgetRun()
 	t.Revoke()
 }

@@ -16,25 +16,26 @@ import (
 
 // Config is what the loop needs of `etcdlead run`'s options, validated.
 type Config struct {
-	Election    string
-	Layout      campaign.Layout // where the election's keys live
-	ID          string
-	Timing      campaign.Timing
-	KillSignal  syscall.Signal // asks the child to stop
-	Wait        time.Duration  // 0: for ever
-	NoWait      bool
+	// Campaign is the candidate's campaign as package campaign is given it
+	// (campaign.New), so that an option the loop reads too is not kept
+	// twice: the loop reads its Layout, ID, Timing, NoWait, Holders
+	// (1 or 0 for one leader), RunID ("" for none) and RequestTimeout,
+	// which bounds a --no-wait attempt. Its Client, Logger and Observer
+	// exist only once the run begins; the loop never reads them, as it
+	// campaigns through a Campaigner.
+	Campaign campaign.Config
+	// Spec is the children's, as the keepers are given it (NewStandby);
+	// the loop reads its KillSignal, which asks the child to stop.
+	Spec        supervisor.Spec
+	Wait        time.Duration // 0: for ever
 	Once        bool
 	HoldAtLeast time.Duration
 	Timeout     time.Duration // 0: none
 	Restart     Restart
-	Holders     int // --holders: 1 (or 0) for one leader
-	// RunID is the firing's run id (--run-id), "" for none.
-	RunID string
 	// RunRetry: a term whose child did not exit 0 takes back its record
 	// of the run id (--run-id-retry), so the firing may run again.
-	RunRetry    bool
-	Endpoints   []string      // for messages and the child's environment
-	DialTimeout time.Duration // bounds a --no-wait attempt
+	RunRetry  bool
+	Endpoints []string // for messages and the child's environment
 	// Interactive: stdin is this process's controlling terminal, whose
 	// foreground the child gets, so Ctrl-C reaches the child alone.
 	Interactive bool
@@ -61,9 +62,33 @@ const (
 	RestartAlways    Restart = "always"
 )
 
-// Leadership is what the loop needs of a won term (a campaign.Leadership, see
+// Leadership is what the loop needs of a won term (a *campaign.Term, see
 // Campaigns).
-type Leadership struct {
+type Leadership interface {
+	// ID names the term.
+	ID() TermID
+	// Deadline is the boot-clock time before which etcd cannot expire
+	// the lease.
+	Deadline() time.Duration
+	// Lead keeps the term until it is lost or ctx ends, calling onRenew
+	// with a new deadline when the keeper should hear it, not at every
+	// renewal (campaign.Term.Lead says when); it returns only once it has
+	// stopped.
+	Lead(ctx context.Context, onRenew func(deadline time.Duration)) error
+	// Revoke ends the term; its keys go with the lease.
+	Revoke()
+	// ForgetRun takes back the term's record of its run id, if any
+	// (campaign.Term.ForgetRun).
+	ForgetRun()
+	// Waiting reports whether a candidate waits behind the term.
+	Waiting(ctx context.Context) (bool, error)
+	// RecordHealth writes the command's health verdict to etcd, for
+	// etcdlead status.
+	RecordHealth(ctx context.Context, status string) error
+}
+
+// TermID names a won term: its key, revision and lease.
+type TermID struct {
 	Key   string
 	Rev   int64
 	Lease int64
@@ -71,31 +96,13 @@ type Leadership struct {
 	// (campaign.Term); 0 and Rev with one holder.
 	Slot    int
 	SlotRev int64
-	// Deadline is the boot-clock time before which etcd cannot expire
-	// the lease.
-	Deadline func() time.Duration
-	// Lead keeps the term until it is lost or ctx ends, calling onRenew
-	// with a new deadline when the keeper should hear it, not at every
-	// renewal (campaign.Term.Lead says when); it returns only once it has
-	// stopped.
-	Lead func(ctx context.Context, onRenew func(deadline time.Duration)) error
-	// Revoke ends the term; its keys go with the lease.
-	Revoke func()
-	// ForgetRun takes back the term's record of its run id, if any
-	// (campaign.Term.ForgetRun).
-	ForgetRun func()
-	// Waiting reports whether a candidate waits behind the term.
-	Waiting func(ctx context.Context) (bool, error)
-	// RecordHealth writes the command's health verdict to etcd, for
-	// etcdlead status.
-	RecordHealth func(ctx context.Context, status string) error
 }
 
 // Campaigner wins terms.
 type Campaigner interface {
 	// Campaign returns a term that may start its child, or an error from
 	// package campaign (ErrNotLeader, ErrResigned, a permanent refusal...).
-	Campaign(ctx context.Context) (*Leadership, error)
+	Campaign(ctx context.Context) (Leadership, error)
 	// AwaitVacant returns nil once the election has no candidate.
 	AwaitVacant(ctx context.Context) error
 	// Ping asks etcd a small question, to learn that it answers.
@@ -172,20 +179,28 @@ func Campaigns(c *campaign.Campaigner) Campaigner { return campaigner{c} }
 
 type campaigner struct{ c *campaign.Campaigner }
 
-func (c campaigner) Campaign(ctx context.Context) (*Leadership, error) {
+func (c campaigner) Campaign(ctx context.Context) (Leadership, error) {
 	t, err := c.c.Campaign(ctx)
 	if t == nil {
 		return nil, err
 	}
-	return &Leadership{Key: t.Key, Rev: t.Rev, Lease: int64(t.Lease), Slot: t.Slot, SlotRev: t.SlotRev,
-		Deadline: t.Deadline, Lead: t.Lead, Revoke: t.Revoke, ForgetRun: t.ForgetRun, Waiting: t.Waiting,
-		RecordHealth: func(ctx context.Context, status string) error {
-			return t.RecordHealth(ctx, campaign.HealthRecord{Status: status, At: time.Now().UTC()})
-		}}, err
+	return wonTerm{t}, err
 }
 
 func (c campaigner) AwaitVacant(ctx context.Context) error { return c.c.AwaitVacant(ctx) }
 func (c campaigner) Ping(ctx context.Context) error        { return c.c.Ping(ctx) }
+
+// wonTerm adapts a *campaign.Term: its Deadline, Lead, Revoke, ForgetRun
+// and Waiting are the term's own.
+type wonTerm struct{ *campaign.Term }
+
+func (t wonTerm) ID() TermID {
+	return TermID{Key: t.Key, Rev: t.Rev, Lease: int64(t.Lease), Slot: t.Slot, SlotRev: t.SlotRev}
+}
+
+func (t wonTerm) RecordHealth(ctx context.Context, status string) error {
+	return t.Term.RecordHealth(ctx, campaign.HealthRecord{Status: status, At: time.Now().UTC()})
+}
 
 // Observer passes the campaign's events on: to the monitor, and to the
 // keepers, which get a keeper ready once the campaign is next in line and

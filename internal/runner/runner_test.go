@@ -20,7 +20,7 @@ import (
 // A child that ends by itself ends the run with its status, and the term
 // is revoked only after it is gone. The child learns its term.
 func TestChildExitEndsRunThenRevoke(t *testing.T) {
-	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Leadership, error) { return []func(int) (*Leadership, error){g.wins()} })
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (Leadership, error) { return []func(int) (Leadership, error){g.wins()} })
 	g.keepers.child(t, 0).exit(3, supervisor.ReasonExited)
 	wantOutcome(t, g.outcome(t), ChildExited, 3)
 	g.j.before(t, "child exited", "revoke")
@@ -35,7 +35,7 @@ func TestChildExitEndsRunThenRevoke(t *testing.T) {
 // A lost term stops the child before anything else, revokes after the
 // child is gone, and campaigns again.
 func TestLostTermStopsChildFirstThenCampaignsAgain(t *testing.T) {
-	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Leadership, error) { return []func(int) (*Leadership, error){g.wins()} })
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (Leadership, error) { return []func(int) (Leadership, error){g.wins()} })
 	c := g.keepers.child(t, 0)
 	g.terms[0].lose <- campaign.ErrKeyDeleted
 	g.j.waitFor(t, "stop SIGTERM", 1)
@@ -51,9 +51,9 @@ func TestLostTermStopsChildFirstThenCampaignsAgain(t *testing.T) {
 // The log names a term's end for what it was: an operator's resign is a
 // step down on request, not a loss; a deleted key is a loss.
 func TestTermEndNamedInLog(t *testing.T) {
-	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Leadership, error) {
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (Leadership, error) {
 		g.keepers.obeys = true
-		return []func(int) (*Leadership, error){g.wins(), g.wins()}
+		return []func(int) (Leadership, error){g.wins(), g.wins()}
 	})
 	g.keepers.child(t, 0)
 	g.terms[0].lose <- campaign.ErrResigned
@@ -76,10 +76,10 @@ func TestTermEndNamedInLog(t *testing.T) {
 // the slot, its loss as a lost slot.
 func TestHolderNamedInLog(t *testing.T) {
 	cfg := baseConfig()
-	cfg.Holders = 2
-	g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
+	cfg.Campaign.Holders = 2
+	g := newRig(t, cfg, func(g *rig) []func(int) (Leadership, error) {
 		g.keepers.obeys = true
-		return []func(int) (*Leadership, error){g.wins(), g.wins()}
+		return []func(int) (Leadership, error){g.wins(), g.wins()}
 	})
 	g.keepers.child(t, 0)
 	g.terms[0].lose <- campaign.ErrKeyDeleted
@@ -99,9 +99,9 @@ func TestHolderNamedInLog(t *testing.T) {
 func TestLostTermUnderOnce(t *testing.T) {
 	cfg := baseConfig()
 	cfg.Once = true
-	g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
+	g := newRig(t, cfg, func(g *rig) []func(int) (Leadership, error) {
 		g.keepers.obeys = true
-		return []func(int) (*Leadership, error){g.wins()}
+		return []func(int) (Leadership, error){g.wins()}
 	})
 	g.keepers.child(t, 0)
 	g.terms[0].lose <- campaign.ErrResigned
@@ -112,9 +112,9 @@ func TestLostTermUnderOnce(t *testing.T) {
 // A permanent refusal while leading ends the run: campaigning again would
 // only be refused again.
 func TestRefusedWhileLeading(t *testing.T) {
-	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Leadership, error) {
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (Leadership, error) {
 		g.keepers.obeys = true
-		return []func(int) (*Leadership, error){g.wins()}
+		return []func(int) (Leadership, error){g.wins()}
 	})
 	g.keepers.child(t, 0)
 	g.terms[0].lose <- status.Error(codes.PermissionDenied, "no")
@@ -124,7 +124,7 @@ func TestRefusedWhileLeading(t *testing.T) {
 // The first stop signal stops the child with that signal; the second
 // kills its group; the run ends with the child's status.
 func TestStopSignalsWhileLeading(t *testing.T) {
-	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Leadership, error) { return []func(int) (*Leadership, error){g.wins()} })
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (Leadership, error) { return []func(int) (Leadership, error){g.wins()} })
 	g.keepers.child(t, 0)
 	g.sigs <- syscall.SIGINT
 	g.j.waitFor(t, "stop SIGINT", 1)
@@ -138,7 +138,7 @@ func TestStopSignalsWhileLeading(t *testing.T) {
 
 // Forwarded signals reach the child; job-control signals do not.
 func TestSignalsForwardedOrIgnoredWhileLeading(t *testing.T) {
-	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Leadership, error) { return []func(int) (*Leadership, error){g.wins()} })
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (Leadership, error) { return []func(int) (Leadership, error){g.wins()} })
 	c := g.keepers.child(t, 0)
 	g.sigs <- syscall.SIGTSTP
 	g.sigs <- syscall.SIGHUP
@@ -152,7 +152,7 @@ func TestSignalsForwardedOrIgnoredWhileLeading(t *testing.T) {
 
 // A stop signal while campaigning ends the campaign and the run with 0.
 func TestStopSignalWhileCampaigning(t *testing.T) {
-	g := newRig(t, baseConfig(), func(*rig) []func(int) (*Leadership, error) { return nil })
+	g := newRig(t, baseConfig(), func(*rig) []func(int) (Leadership, error) { return nil })
 	g.j.waitFor(t, "campaign", 1)
 	g.sigs <- syscall.SIGHUP // no child: ignored
 	g.sigs <- syscall.SIGTERM
@@ -164,9 +164,9 @@ func TestStopSignalWhileCampaigning(t *testing.T) {
 func TestTimeoutStopsChild(t *testing.T) {
 	cfg := baseConfig()
 	cfg.Timeout = 1 // fires at once
-	g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
+	g := newRig(t, cfg, func(g *rig) []func(int) (Leadership, error) {
 		g.keepers.obeys = true
-		return []func(int) (*Leadership, error){g.wins()}
+		return []func(int) (Leadership, error){g.wins()}
 	})
 	g.j.waitFor(t, "stop SIGTERM", 1)
 	wantOutcome(t, g.outcome(t), TimedOut, 143)
@@ -175,9 +175,9 @@ func TestTimeoutStopsChild(t *testing.T) {
 // A child the keeper refused to start past its fence point loses the
 // term, not the run: the term is revoked and the campaign runs again.
 func TestPastFenceCampaignsAgain(t *testing.T) {
-	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Leadership, error) {
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (Leadership, error) {
 		g.keepers.startErr = supervisor.ErrPastFence
-		return []func(int) (*Leadership, error){g.wins()}
+		return []func(int) (Leadership, error){g.wins()}
 	})
 	g.j.waitFor(t, "campaign", 2)
 	g.j.before(t, "start failed", "revoke")
@@ -188,9 +188,9 @@ func TestPastFenceCampaignsAgain(t *testing.T) {
 
 // A command that cannot be executed ends the run with its code.
 func TestExecFailure(t *testing.T) {
-	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Leadership, error) {
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (Leadership, error) {
 		g.keepers.startErr = &supervisor.ExecError{Code: 127, Msg: "gone"}
-		return []func(int) (*Leadership, error){g.wins()}
+		return []func(int) (Leadership, error){g.wins()}
 	})
 	wantOutcome(t, g.outcome(t), ExecFailed, 127)
 	g.j.waitFor(t, "revoke", 1)
@@ -200,8 +200,8 @@ func TestExecFailure(t *testing.T) {
 func TestRestartAlways(t *testing.T) {
 	cfg := baseConfig()
 	cfg.Restart = RestartAlways
-	g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
-		return []func(int) (*Leadership, error){g.wins(), g.wins()}
+	g := newRig(t, cfg, func(g *rig) []func(int) (Leadership, error) {
+		return []func(int) (Leadership, error){g.wins(), g.wins()}
 	})
 	g.keepers.child(t, 0).exit(0, supervisor.ReasonExited)
 	c := g.keepers.child(t, 1)
@@ -230,8 +230,8 @@ func TestRestartAlwaysStopsOnCtrlC(t *testing.T) {
 			cfg := baseConfig()
 			cfg.Restart = RestartAlways
 			cfg.Interactive = c.interactive
-			g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
-				return []func(int) (*Leadership, error){g.wins(), g.wins()}
+			g := newRig(t, cfg, func(g *rig) []func(int) (Leadership, error) {
+				return []func(int) (Leadership, error){g.wins(), g.wins()}
 			})
 			g.keepers.child(t, 0).end(c.res)
 			if !c.restarts {
@@ -263,9 +263,9 @@ func TestCampaignFailures(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := baseConfig()
-			cfg.NoWait = c.noWait
-			g := newRig(t, cfg, func(*rig) []func(int) (*Leadership, error) {
-				return []func(int) (*Leadership, error){fails(c.err)}
+			cfg.Campaign.NoWait = c.noWait
+			g := newRig(t, cfg, func(*rig) []func(int) (Leadership, error) {
+				return []func(int) (Leadership, error){fails(c.err)}
 			})
 			o := g.outcome(t)
 			if o.Kind != c.want || o.Err == nil {
@@ -280,7 +280,7 @@ func TestCampaignFailures(t *testing.T) {
 func TestHoldAtLeastKeepsTermUntilStopped(t *testing.T) {
 	cfg := baseConfig()
 	cfg.HoldAtLeast = safety * 10
-	g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) { return []func(int) (*Leadership, error){g.wins()} })
+	g := newRig(t, cfg, func(g *rig) []func(int) (Leadership, error) { return []func(int) (Leadership, error){g.wins()} })
 	g.keepers.child(t, 0).exit(0, supervisor.ReasonExited)
 	g.sigs <- syscall.SIGHUP // no child: ignored, the hold goes on
 	g.sigs <- syscall.SIGTERM
@@ -296,8 +296,8 @@ func TestHoldAtLeastKeepsTermUntilStopped(t *testing.T) {
 func TestBackoffEndsWithWait(t *testing.T) {
 	cfg := baseConfig()
 	cfg.Wait = 100 * time.Millisecond // below the first backoff's least draw
-	g := newRig(t, cfg, func(*rig) []func(int) (*Leadership, error) {
-		return []func(int) (*Leadership, error){fails(errors.New("transient"))}
+	g := newRig(t, cfg, func(*rig) []func(int) (Leadership, error) {
+		return []func(int) (Leadership, error){fails(errors.New("transient"))}
 	})
 	if o := g.outcome(t); o.Kind != NotLeader && o.Kind != Unreachable {
 		t.Fatalf("outcome %+v, want the wait's end", o)
@@ -318,9 +318,9 @@ func TestBackoffEndsWithWait(t *testing.T) {
 // the backoff, whether it led (its child stopped first) or still headed the
 // queue. A lost term, by contrast, backs off.
 func TestResignQueuesAgainAtOnce(t *testing.T) {
-	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Leadership, error) {
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (Leadership, error) {
 		g.keepers.obeys = true
-		return []func(int) (*Leadership, error){g.wins(), fails(campaign.ErrResigned), g.wins()}
+		return []func(int) (Leadership, error){g.wins(), fails(campaign.ErrResigned), g.wins()}
 	})
 	g.keepers.child(t, 0)
 	g.terms[0].lose <- campaign.ErrResigned
@@ -355,8 +355,8 @@ func TestRunRecordTakenBack(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := baseConfig()
-			cfg.RunID, cfg.RunRetry = "f1", c.retry
-			g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) { return []func(int) (*Leadership, error){g.wins()} })
+			cfg.Campaign.RunID, cfg.RunRetry = "f1", c.retry
+			g := newRig(t, cfg, func(g *rig) []func(int) (Leadership, error) { return []func(int) (Leadership, error){g.wins()} })
 			g.keepers.child(t, 0).exit(c.code, supervisor.ReasonExited)
 			wantOutcome(t, g.outcome(t), ChildExited, c.code)
 			if got := slices.Contains(g.j.events, "forget run"); got != c.forget {
@@ -372,10 +372,10 @@ func TestRunRecordTakenBack(t *testing.T) {
 	}
 	t.Run("past fence", func(t *testing.T) {
 		cfg := baseConfig()
-		cfg.RunID = "f1"
-		g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
+		cfg.Campaign.RunID = "f1"
+		g := newRig(t, cfg, func(g *rig) []func(int) (Leadership, error) {
 			g.keepers.startErr = supervisor.ErrPastFence
-			return []func(int) (*Leadership, error){g.wins()}
+			return []func(int) (Leadership, error){g.wins()}
 		})
 		g.j.waitFor(t, "forget run", 1)
 		g.j.before(t, "start failed", "forget run")
@@ -387,8 +387,8 @@ func TestRunRecordTakenBack(t *testing.T) {
 // A firing that ran already ends the run as not leader: the conflict
 // code, without a child.
 func TestRunDoneIsNotLeader(t *testing.T) {
-	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Leadership, error) {
-		return []func(int) (*Leadership, error){fails(fmt.Errorf("campaign: %w", campaign.ErrRunDone))}
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (Leadership, error) {
+		return []func(int) (Leadership, error){fails(fmt.Errorf("campaign: %w", campaign.ErrRunDone))}
 	})
 	wantOutcome(t, g.outcome(t), NotLeader, 0)
 }
@@ -397,8 +397,8 @@ func TestRunDoneIsNotLeader(t *testing.T) {
 // its record of the run id is taken back before its revoke.
 func TestAbandonedTermForgetsItsRun(t *testing.T) {
 	cfg := baseConfig()
-	cfg.RunID = "f1"
-	g := newRig(t, cfg, func(g *rig) []func(int) (*Leadership, error) {
+	cfg.Campaign.RunID = "f1"
+	g := newRig(t, cfg, func(g *rig) []func(int) (Leadership, error) {
 		g.camp.lateWin = &fakeTerm{j: g.j, n: 1, lose: make(chan error, 1)}
 		return nil
 	})
@@ -417,9 +417,9 @@ func TestAbandonedTermForgetsItsRun(t *testing.T) {
 // would leave the election leaderless for its length.
 func TestLostTermsDoNotGrowTheBackoff(t *testing.T) {
 	const rounds = 5
-	g := newRig(t, baseConfig(), func(g *rig) []func(int) (*Leadership, error) {
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (Leadership, error) {
 		g.keepers.obeys = true
-		var c []func(int) (*Leadership, error)
+		var c []func(int) (Leadership, error)
 		for range rounds + 1 {
 			c = append(c, g.wins())
 		}
@@ -438,7 +438,7 @@ func TestLostTermsDoNotGrowTheBackoff(t *testing.T) {
 	if len(m) != rounds {
 		t.Fatalf("%d backoffs logged, want %d:\n%s", len(m), rounds, g.log)
 	}
-	first := newBackoff(baseConfig().Timing.TTL)
+	first := newBackoff(baseConfig().Campaign.Timing.TTL)
 	most := time.Duration(float64(first.InitialInterval) * (1 + first.RandomizationFactor))
 	for _, x := range m {
 		if d, err := time.ParseDuration(x[1]); err != nil || d > most {

@@ -176,8 +176,9 @@ func (b *bench) costCampaign(ctx context.Context, waiters, handoffs int) (*costR
 	start := func(i int) error {
 		c, err := campaign.New(campaign.Config{
 			Client: clis[i%len(clis)], Layout: layout, ID: fmt.Sprintf("w%d", i),
-			TTL: costTTL * time.Second, KillTimeout: campaign.DefaultKillTimeout, FenceMargin: campaign.DefaultFenceMargin(costTTL * time.Second), RequestTimeout: 10 * time.Second,
-			Now: bootclock.Now,
+			Timing:         campaign.Timing{TTL: costTTL * time.Second, KillTimeout: campaign.DefaultKillTimeout, FenceMargin: campaign.DefaultFenceMargin(costTTL * time.Second)},
+			RequestTimeout: 10 * time.Second,
+			Now:            bootclock.Now,
 		})
 		if err != nil {
 			return err

@@ -63,7 +63,6 @@ func timingFor(ttl time.Duration) (campaign.Timing, error) {
 // leadCampaign starts an etcdlead leader and, with waiter, a candidate
 // behind it, on election name of c, and returns once the leader leads.
 func (b *bench) leadCampaign(ctx context.Context, c *cluster, name string, tm campaign.Timing, waiter bool) (*leaderProbe, error) {
-	ttl := tm.TTL
 	p := &leaderProbe{}
 	newCampaigner := func(id string) (*campaign.Campaigner, error) {
 		cli, err := c.client()
@@ -76,8 +75,7 @@ func (b *bench) leadCampaign(ctx context.Context, c *cluster, name string, tm ca
 			return nil, err
 		}
 		return campaign.New(campaign.Config{
-			Client: cli, Layout: layout, ID: id, TTL: ttl,
-			KillTimeout: tm.KillTimeout, FenceMargin: tm.FenceMargin, RenewInterval: tm.RenewInterval,
+			Client: cli, Layout: layout, ID: id, Timing: tm,
 			RequestTimeout: 30 * time.Second, Now: bootclock.Now,
 		})
 	}
@@ -519,8 +517,7 @@ func (b *bench) crashOnce(ctx context.Context, c *cluster, name string, tm campa
 			return nil, err
 		}
 		return campaign.New(campaign.Config{
-			Client: cli, Layout: layout, ID: id, TTL: tm.TTL, Logger: log,
-			KillTimeout: tm.KillTimeout, FenceMargin: tm.FenceMargin, RenewInterval: tm.RenewInterval,
+			Client: cli, Layout: layout, ID: id, Timing: tm, Logger: log,
 			RequestTimeout: 30 * time.Second, Now: bootclock.Now,
 		})
 	}

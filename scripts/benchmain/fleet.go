@@ -282,8 +282,8 @@ func (b *bench) fleetCampaign(ctx context.Context, n int, renew, window time.Dur
 		}
 		c, err := campaign.New(campaign.Config{
 			Client: clis[client], Layout: layout, ID: fmt.Sprintf("%s%d", role, i),
-			TTL:         campaign.DefaultTTL,
-			KillTimeout: campaign.DefaultKillTimeout, FenceMargin: campaign.DefaultFenceMargin(campaign.DefaultTTL), RenewInterval: renew,
+			Timing: campaign.Timing{TTL: campaign.DefaultTTL, KillTimeout: campaign.DefaultKillTimeout,
+				FenceMargin: campaign.DefaultFenceMargin(campaign.DefaultTTL), RenewInterval: renew},
 			RequestTimeout: 30 * time.Second,
 			Now:            bootclock.Now,
 		})

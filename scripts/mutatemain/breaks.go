@@ -7,15 +7,15 @@ var breaks = []breakage{
 	{
 		name: "stop on lost leadership", file: "internal/runner/lead.go",
 		why: "the supervisor no longer stops its child when its term is lost; only the fence would",
-		old: "\t\t// Stop first: a log write can block on a stalled stderr.\n\t\tl.child.Stop(r.cfg.KillSignal)\n",
+		old: "\t\t// Stop first: a log write can block on a stalled stderr.\n\t\tl.child.Stop(r.cfg.Spec.KillSignal)\n",
 		new: "\t\t// Stop first: a log write can block on a stalled stderr.\n",
 		pkg: "./internal/e2e", tests: "^(TestRevokedLeaseStopsOldChildPromptly|TestDeletedKeyStopsOldChildFirst|TestOnceExits76WhenLeadershipLost|TestStatusAndResign|TestResignWithNewcomerArriving)$",
 	},
 	{
 		name: "revoke before the child is gone", file: "internal/runner/lead.go",
 		why: "the lease is revoked as soon as leadership is lost, before the child's processes are gone",
-		old: "\t\t// Stop first: a log write can block on a stalled stderr.\n\t\tl.child.Stop(r.cfg.KillSignal)\n",
-		new: "\t\t// Stop first: a log write can block on a stalled stderr.\n\t\tl.term.Revoke()\n\t\tl.child.Stop(r.cfg.KillSignal)\n",
+		old: "\t\t// Stop first: a log write can block on a stalled stderr.\n\t\tl.child.Stop(r.cfg.Spec.KillSignal)\n",
+		new: "\t\t// Stop first: a log write can block on a stalled stderr.\n\t\tl.term.Revoke()\n\t\tl.child.Stop(r.cfg.Spec.KillSignal)\n",
 		pkg: "./internal/e2e", tests: "^(TestDeletedKeyStopsOldChildFirst|TestNewcomerAfterKeyDeleteWaitsForOldLease)$",
 	},
 	{
@@ -357,8 +357,8 @@ var breaks = []breakage{
 	{
 		name: "renew interval: the given cadence", file: "campaign/campaign.go",
 		why: "--renew-interval is accepted and shown, but the leader renews at the default cadence: none of the requests it should save are saved",
-		old: "\treturn Timing{TTL: c.cfg.TTL, RenewInterval: c.cfg.RenewInterval}.renew()\n",
-		new: "\treturn Timing{TTL: c.cfg.TTL}.renew()\n",
+		old: "\treturn c.cfg.Timing.renew()\n",
+		new: "\treturn Timing{TTL: c.cfg.Timing.TTL}.renew()\n",
 		pkg: "./campaign", tests: "^TestRenewIntervalGiven$",
 	},
 	{
@@ -371,8 +371,8 @@ var breaks = []breakage{
 	{
 		name: "renew interval: passed to the campaign", file: "internal/cli/run.go",
 		why: "--renew-interval is resolved and logged, but the campaign is never given it",
-		old: "\t\tRenewInterval:  rc.timing.RenewInterval,\n",
-		new: "",
+		old: "\tcamp, err := campaign.New(rc.run.Campaign)\n",
+		new: "\tcamp, err := campaign.New(func(cc campaign.Config) campaign.Config { cc.Timing.RenewInterval = 0; return cc }(rc.run.Campaign))\n",
 		pkg: "./internal/e2e", tests: "^TestRenewIntervalReachesLeader$",
 	},
 	{
