@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -85,8 +86,11 @@ for mp in $(mounts); do
 done
 mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys
 exec 9<"$1"  # the test binary, which go test keeps in /tmp
+exec 8<"$MODULE_DIR"  # the checkout, which the inner run builds from
 mount -t tmpfs tmpfs /tmp
 cat <&9 >/tmp/e2e.test && chmod +x /tmp/e2e.test && exec 9<&-
+case $MODULE_DIR in /tmp/*) mkdir -p "$MODULE_DIR" && mount --no-canonicalize --bind /proc/self/fd/8 "$MODULE_DIR" ;; esac
+exec 8<&-
 shift
 for dir in "$GOCACHE_DIR" "$USER_CACHE_DIR"; do
   mkdir -p "$dir" 2>/dev/null || :
@@ -110,8 +114,13 @@ exec setpriv --no-new-privs /tmp/e2e.test "$@"
 	if v := set["ProtectControlGroups"]; v == "yes" || v == "true" {
 		cgroupRO = "yes"
 	}
+	module, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A checkout under /tmp (a CI clone, say) stays in the sandbox's view.
 	cmd.Env = append(os.Environ(), "GOCACHE_DIR="+strings.TrimSpace(string(gocache)), "USER_CACHE_DIR="+userCache,
-		"CGROUP_RO="+cgroupRO)
+		"CGROUP_RO="+cgroupRO, "MODULE_DIR="+module)
 	out, err := cmd.CombinedOutput()
 	t.Logf("containment tests in the sandbox of hardening.conf:\n%s", out)
 	if err != nil {
