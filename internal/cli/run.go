@@ -2,7 +2,6 @@ package cli
 
 import (
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -69,7 +68,7 @@ func runAction(c *cli.Context, raw []string) (err error) {
 		return failf("%v", err)
 	}
 	logStart(rc, contained, log)
-	rc.run.Health, rc.run.Eligible = rc.checks.checks(rc, childBaseEnv(os.Environ()), log.Named("check"))
+	rc.run.Health, rc.run.Eligible = rc.checks.checks(rc, rc.run.Spec.Env, log.Named("check"))
 	rc.run.Notify = rc.notifier(log)
 	rc.run.Won, rc.run.Interactive = deferred.won, controllingTerminal()
 	r := runner.New(rc.run, runner.Campaigns(camp), keepers, sigs, mon, log)
@@ -146,7 +145,7 @@ func (rc runConfig) notifier(log hclog.Logger) *runner.Notify {
 	if rc.notify == "" {
 		return nil
 	}
-	return &runner.Notify{Command: health.Command{Shell: rc.notify, Timeout: rc.notifyWait, Env: childBaseEnv(os.Environ()),
+	return &runner.Notify{Command: health.Command{Shell: rc.notify, Timeout: rc.notifyWait, Env: rc.run.Spec.Env,
 		KillTimeout: rc.timing().KillTimeout, FenceMargin: rc.timing().FenceMargin, Log: log.Named("notify")}}
 }
 

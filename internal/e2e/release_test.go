@@ -16,13 +16,20 @@ import (
 func TestReleaseModule(t *testing.T) {
 	skipIfShort(t)
 	t.Parallel() // it compiles while other tests wait
+	testModule(t, "scripts/releasemain")
+}
+
+// testModule runs the tests of a module of its own in the repository,
+// at dir from its root.
+func testModule(t *testing.T, dir string) {
+	t.Helper()
 	cmd := exec.Command("go", "test", "-count=1", "-v", ".")
-	cmd.Dir = "../../scripts/releasemain"
+	cmd.Dir = "../../" + dir
 	cmd.Env = os.Environ()
 	out, err := cmd.CombinedOutput()
-	t.Logf("go test in scripts/releasemain:\n%s", out)
+	t.Logf("go test in %s:\n%s", dir, out)
 	if err != nil {
-		t.Fatalf("scripts/releasemain's tests failed: %v", err)
+		t.Fatalf("%s's tests failed: %v", dir, err)
 	}
 }
 

@@ -177,17 +177,6 @@ func TestMetricsTypesHelpAndValues(t *testing.T) {
 			}
 		}
 	}
-	for _, role := range hookRoles {
-		for _, res := range hookResults {
-			want := 0.0
-			if role == HookLeader && res == HookTimeout {
-				want = 1
-			}
-			if got := counter("etcdlead_notify_total", map[string]string{"role": role, "result": res}); got != want {
-				t.Errorf("etcdlead_notify_total{role=%q,result=%q} %v, want %v", role, res, got, want)
-			}
-		}
-	}
 	if v := mfs["etcdlead_is_leader"].GetMetric(); len(v) != 1 || v[0].GetGauge().GetValue() != 0 {
 		t.Errorf("etcdlead_is_leader %v after the child exited, want one series at 0", v)
 	}

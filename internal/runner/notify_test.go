@@ -179,17 +179,25 @@ func TestNotifyLeaderAfterStartFollowerAfterChildGone(t *testing.T) {
 	wantMetric(t, g.mon, `etcdlead_notify_total{role="stopped",result="ok"} 1`)
 }
 
-// A command that hangs holds up nothing of the terms: the step down, the
-// revoke, the next term's child, its stop all go on while it runs. The
-// roles set meanwhile wait, the newest replacing the others, and the run
-// ends only once the last has been told.
-func TestNotifyHangingCommandDelaysNoTerm(t *testing.T) {
+// twoTermsHooked is a run that wins two terms, with a command told of its
+// roles that waits for its release each time.
+func twoTermsHooked(t *testing.T) (*fakeHook, *rig) {
+	t.Helper()
 	h := newHook(t, true)
 	g := newRig(t, notifyConfig(h), func(g *rig) []func(int) (Leadership, error) {
 		h.j = g.j
 		g.keepers.obeys = true
 		return []func(int) (Leadership, error){g.wins(), g.wins()}
 	})
+	return h, g
+}
+
+// A command that hangs holds up nothing of the terms: the step down, the
+// revoke, the next term's child, its stop all go on while it runs. The
+// roles set meanwhile wait, the newest replacing the others, and the run
+// ends only once the last has been told.
+func TestNotifyHangingCommandDelaysNoTerm(t *testing.T) {
+	h, g := twoTermsHooked(t)
 	g.keepers.child(t, 0)
 	g.j.waitFor(t, "hook leader", 1)
 	g.terms[0].lose <- campaign.ErrResigned
@@ -266,12 +274,7 @@ func TestNotifyFlappingEndsInCurrentRole(t *testing.T) {
 // A term won and lost while the command was told follower tells it
 // nothing: it was never told leader, so there is nothing to undo.
 func TestNotifyUnheardTermTellsNothing(t *testing.T) {
-	h := newHook(t, true)
-	g := newRig(t, notifyConfig(h), func(g *rig) []func(int) (Leadership, error) {
-		h.j = g.j
-		g.keepers.obeys = true
-		return []func(int) (Leadership, error){g.wins(), g.wins()}
-	})
+	h, g := twoTermsHooked(t)
 	g.keepers.child(t, 0)
 	h.release <- struct{}{}
 	g.j.waitFor(t, "hook leader done", 1)

@@ -208,29 +208,8 @@ func extract(t *testing.T, img v1.Image) string {
 	root := t.TempDir()
 	rc := mutate.Extract(img)
 	defer rc.Close()
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return root
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(root, filepath.FromSlash(h.Name))
-		switch h.Typeflag {
-		case tar.TypeDir:
-			err = os.MkdirAll(p, 0o755)
-		case tar.TypeReg:
-			var data []byte
-			if data, err = io.ReadAll(tr); err == nil {
-				err = os.WriteFile(p, data, os.FileMode(h.Mode).Perm())
-			}
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeTar(t, rc, root)
+	return root
 }
 
 // checkPID1 runs the image's etcdlead as a container runtime runs its

@@ -194,7 +194,13 @@ func untar(t *testing.T, archive, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := tar.NewReader(zr)
+	writeTar(t, zr, dir)
+}
+
+// writeTar writes a tar stream's regular files and directories into dir.
+func writeTar(t *testing.T, r io.Reader, dir string) {
+	t.Helper()
+	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
