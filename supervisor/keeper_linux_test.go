@@ -541,3 +541,38 @@ func TestStoppedKeeperFencedBySupervisor(t *testing.T) {
 		checkGone(t, "holder", holders...)
 	})
 }
+
+// A descendant moved out of the child's cgroup (which takes write access
+// to another one) is still the child's: the child ending on its own leaves
+// an empty cgroup, yet the term ends only once that descendant is gone
+// too. The keeper finds it as its own child: no walk of the tree, and no
+// cgroup, sees it.
+func TestDescendantMovedOutOfCgroupOutlivesNothing(t *testing.T) {
+	useCgroups(t)
+	away := filepath.Join(filepath.Dir(contain.Dir), "moved-out-test-"+strconv.Itoa(os.Getpid()))
+	if err := os.Mkdir(away, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := startHelper(t, "grandchild", nil)
+	line := s.expect(t, "grandchild ")
+	gpid, _ := strconv.Atoi(strings.TrimPrefix(line, "grandchild "))
+	t.Cleanup(func() {
+		_ = syscall.Kill(gpid, syscall.SIGKILL)
+		exitsBy(t, gpid, bootclock.Now()+10*time.Second)
+		if err := os.Remove(away); err != nil {
+			t.Errorf("remove %s: %v", away, err)
+		}
+	})
+	s.expect(t, "ready")
+	if err := os.WriteFile(filepath.Join(away, "cgroup.procs"), []byte(strconv.Itoa(gpid)), 0); err != nil {
+		t.Fatal(err)
+	}
+	// The child ends on its own, not by a stop from its keeper.
+	if err := syscall.Kill(s.c.Pid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	s.result(t)
+	if err := syscall.Kill(gpid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("the grandchild moved out of the cgroup, %d, outlived the term: kill(0) = %v", gpid, err)
+	}
+}

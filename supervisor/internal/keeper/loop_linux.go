@@ -83,9 +83,9 @@ func (k *keeper) close() {
 }
 
 // loop runs until nothing of the child's tree is left: the direct child
-// has exited, its cgroup (if any) holds no live process, and the keeper
-// has no other child (a subreaper inherits every orphan below it, in
-// whatever group or session); then it reaps the direct child.
+// has exited and is reaped, its cgroup (if any) holds no live process, and
+// the keeper has no other child (a subreaper inherits every orphan below
+// it, in whatever group or session): finish.
 func (k *keeper) loop(cmds <-chan Command, exited <-chan struct{}, sigs <-chan os.Signal) {
 	var changed <-chan struct{}
 	if k.events != nil {
@@ -310,14 +310,18 @@ func (k *keeper) fenceKill() {
 }
 
 // finish reaps what has ended and reports whether nothing of the tree is
-// left; if so it reaps the direct child, whose exit was seen, last.
+// left. With a cgroup that holds nothing live, only a process moved out of
+// it can be left, and the kernel tells whether one is without a walk of
+// the tree: the direct child is reaped (the group is signalled no more),
+// then any other child shows up to wait4. Without a cgroup the others are
+// reaped first, by pid, and the direct child, whose exit was seen, last:
+// its pid, the group's id, stays taken while the group may be signalled.
 func (k *keeper) finish() bool {
 	if k.cg != "" {
 		if !k.cg.Empty() {
 			return false
 		}
-	}
-	if k.reapOthers() > 0 {
+	} else if k.reapOthers() > 0 {
 		return false
 	}
 	if !k.leaderReaped {
@@ -335,8 +339,9 @@ func (k *keeper) finish() bool {
 		k.log.Trace("child reaped")
 	}
 	// The children files are exact only while no process is re-parented
-	// as they are read; the kernel's own answer confirms. A child found
-	// now keeps the loop going, without the group.
+	// as they are read, and with a cgroup they were not read: the kernel's
+	// own answer decides. A child found now keeps the loop going, without
+	// the group.
 	for {
 		pid, err := syscall.Wait4(-1, nil, unix.WALL|syscall.WNOHANG, nil)
 		switch {
