@@ -114,23 +114,29 @@ func Run(args []string) int {
 	becomeSubreaper(log)
 
 	cmds := readCommands(ctrl)
+	// What the start needs that no term decides is made while the keeper
+	// waits: on the start, a standby keeper only checks the fence point and
+	// forks.
+	clock := newFenceClock(log)
+	defer clock.close()
+	begin := make(chan childStart, 1)
+	started := make(chan startResult, 1)
+	exited := make(chan struct{})
+	release := make(chan struct{})
+	defer close(release)
+	go runChild(kc.cgroup, log, begin, started, exited, release)
 	log.Trace("keeper ready")
 	if !awaitStart(cmds, &kc) {
+		close(begin)
 		return 0 // the supervisor gave up this term: no child
 	}
 	log.Trace("start received")
 	g := &groupState{fence: kc.fence, killSignal: kc.killSignal}
 	// Armed before the child can start: a fence point that passes after the
 	// check in runChild wakes the keeper at once.
-	clock := newFenceClock(log)
-	defer clock.close()
 	clock.arm(g.next())
 	tty, ttyPgrp := foreground()
-	started := make(chan startResult, 1)
-	exited := make(chan struct{})
-	release := make(chan struct{})
-	defer close(release)
-	go runChild(kc, log, tty, started, exited, release)
+	begin <- childStart{kc, tty}
 	res := <-started
 	cg, ok := reportStart(status, log, kc.cgroup, res)
 	if !ok {
@@ -240,6 +246,13 @@ func awaitStart(cmds <-chan Command, kc *keeperConfig) bool {
 	return false
 }
 
+// childStart is what runChild needs once the term begins: the term's
+// config, and whether the child takes the terminal.
+type childStart struct {
+	kc  keeperConfig
+	tty bool
+}
+
 type startResult struct {
 	pid       int
 	code      int
@@ -249,19 +262,21 @@ type startResult struct {
 	late      time.Duration // by how much
 }
 
-// runChild starts the child and tells of its exit, closing exited, without
-// reaping it: the keeper reaps it only once nothing else of its tree is
-// left, so its pid, which is its process group's id, cannot be reused while
-// the keeper may still signal the group. It stays on one locked OS thread
+// runChild starts the child once begin brings the term's config (a closed
+// begin: no child), and tells of its exit, closing exited, without reaping
+// it: the keeper reaps it (keeper.finish), so that its pid, which is its
+// process group's id, cannot be reused while the keeper may still signal
+// the group. It stays on one locked OS thread
 // until release: Pdeathsig fires when the thread that forked the child
-// exits, not the process.
-func runChild(kc keeperConfig, log hclog.Logger, tty bool, started chan<- startResult, exited, release chan struct{}) {
+// exits, not the process. The thread and the cgroup's descriptor are
+// readied before begin, off the start's path.
+func runChild(cgroup proctree.Cgroup, log hclog.Logger, begin <-chan childStart, started chan<- startResult, exited, release chan struct{}) {
 	runtime.LockOSThread()
 	defer func() { <-release }()
 	cgroupFD := -1
 	var cgroupErr error
-	if kc.cgroup != "" {
-		fd, err := unix.Open(string(kc.cgroup), unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if cgroup != "" {
+		fd, err := unix.Open(string(cgroup), unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			cgroupErr = err
 		} else {
@@ -269,6 +284,12 @@ func runChild(kc keeperConfig, log hclog.Logger, tty bool, started chan<- startR
 			defer unix.Close(fd)
 		}
 	}
+	env := os.Environ()
+	b, ok := <-begin
+	if !ok {
+		return
+	}
+	kc, tty := b.kc, b.tty
 	// The last moment before the fork: a child started past its fence point
 	// would run beside a successor that may already lead.
 	if kc.fence.Deadline != 0 {
@@ -277,13 +298,14 @@ func runChild(kc keeperConfig, log hclog.Logger, tty bool, started chan<- startR
 			return
 		}
 	}
-	cmd := childCommand(kc, tty, cgroupFD)
+	env = append(env, kc.env...)
+	cmd := childCommand(kc, env, tty, cgroupFD)
 	err := cmd.Start()
 	if err != nil && cgroupFD >= 0 {
 		// The kernel refused the cgroup (a limit reached since it was
 		// made, say), not the command: start it without.
 		cgroupErr = err
-		cmd = childCommand(kc, tty, -1)
+		cmd = childCommand(kc, env, tty, -1)
 		err = cmd.Start()
 	}
 	if err != nil {
@@ -297,13 +319,13 @@ func runChild(kc keeperConfig, log hclog.Logger, tty bool, started chan<- startR
 	awaitExit(pid)
 }
 
-// childCommand is the child's command, started in the cgroup open at
-// cgroupFD (-1: none).
-func childCommand(kc keeperConfig, tty bool, cgroupFD int) *exec.Cmd {
+// childCommand is the child's command with environment env, started in
+// the cgroup open at cgroupFD (-1: none).
+func childCommand(kc keeperConfig, env []string, tty bool, cgroupFD int) *exec.Cmd {
 	return &exec.Cmd{
 		Path: kc.path, Args: kc.argv,
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-		Env: append(os.Environ(), kc.env...),
+		Env: env,
 		SysProcAttr: &syscall.SysProcAttr{
 			// A group of its own, and where no terminal is in the
 			// way, a session too: the kernel's autogroup scheduling
