@@ -236,6 +236,13 @@ var breaks = []breakage{
 		pkg: "./supervisor", tests: "^(TestStopReachesEveryDescendant|TestStopReachesTimeoutAndItsCommand)$",
 	},
 	{
+		name: "keeper: a descendant moved out of the cgroup", file: "supervisor/internal/keeper/loop_linux.go",
+		why: "an empty cgroup alone ends the term: a descendant moved out of it outlives the child's end",
+		old: "\t\t\tcontinue\n\t\t}\n\t\treturn false\n\t}\n}\n",
+		new: "\t\t\tcontinue\n\t\t}\n\t\treturn k.cg != \"\"\n\t}\n}\n",
+		pkg: "./supervisor", tests: "^TestDescendantMovedOutOfCgroupOutlivesNothing$",
+	},
+	{
 		name: "keeper: the child in its cgroup", file: "supervisor/internal/keeper/keeper_linux.go",
 		why: "the keeper starts the child outside the cgroup it was given",
 		old: "\t\t\tcgroupFD = fd\n",
