@@ -351,11 +351,25 @@ func (e *env) launch(name string, cmd *exec.Cmd) *candidate {
 		if _, ok := c.log.find("WARNING: DATA RACE"); ok {
 			e.t.Errorf("%s: the race detector found a data race in etcdlead", name)
 		}
+		c.removeLeftCgroup(e.t)
 		if e.t.Failed() {
 			e.t.Logf("%s stdout:\n%s\n%s stderr:\n%s", name, c.out, name, c.log)
 		}
 	})
 	return c
+}
+
+// removeLeftCgroup removes what a candidate killed with -9 left of its
+// cgroup, which only a next etcdlead started beside it would clean up.
+func (c *candidate) removeLeftCgroup(t *testing.T) {
+	line, ok := c.log.find(" cgroup=/")
+	if !ok {
+		return
+	}
+	dir := strings.Fields(line[strings.Index(line, " cgroup=/")+len(" cgroup="):])[0]
+	if _, err := os.Stat(dir); err == nil {
+		proctest.RemoveCgroup(t, dir)
+	}
 }
 
 // leaderAndWaiter starts c1, running e.probe(probeFlags...), until its

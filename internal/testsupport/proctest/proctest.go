@@ -3,7 +3,9 @@ package proctest
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -188,4 +190,54 @@ func Fill(path string) error {
 		}
 	}
 	return nil
+}
+
+// RemoveCgroup kills whatever runs in the cgroup at dir and below, and
+// removes it, deepest first: what an etcdlead killed with -9 leaves for the
+// next etcdlead started beside it, which a test that ends has none of.
+// Only a directory named as etcdlead names its cgroups is touched.
+func RemoveCgroup(tb testing.TB, dir string) {
+	tb.Helper()
+	if !strings.HasPrefix(filepath.Base(dir), "etcdlead-") {
+		tb.Errorf("not an etcdlead cgroup: %s", dir)
+		return
+	}
+	var dirs []string
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if err := emptyAndRemove(dirs[i]); err != nil {
+			tb.Errorf("cgroup %s left behind: %v", dirs[i], err)
+		}
+	}
+}
+
+// emptyAndRemove kills the processes in one cgroup, waits for each to end
+// (a process leaves its cgroup as it ends), and removes the cgroup; again
+// for any that were forked meanwhile.
+func emptyAndRemove(dir string) error {
+	var err error
+	for range 10 {
+		if err = os.Remove(dir); err == nil || errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		var fds []int
+		for _, f := range strings.Fields(string(b)) {
+			pid, _ := strconv.Atoi(f)
+			if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+				fds = append(fds, fd)
+			}
+		}
+		_ = os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0)
+		for _, fd := range fds {
+			_, _ = unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 10_000)
+			unix.Close(fd)
+		}
+	}
+	return err
 }
