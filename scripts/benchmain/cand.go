@@ -133,6 +133,7 @@ type spawnOpts struct {
 	env      []string
 	endpoint string
 	bin      string // instead of the tool's own binary
+	cgroup   int    // a descriptor of the cgroup to start in (cpuGroups); 0, stdin's: the bench's own
 }
 
 // spawn starts one candidate of t for election; its child reports to the hub
@@ -162,8 +163,10 @@ func (b *bench) spawnWith(t *tool, election string, ttl int, id string, o spawnO
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		// A group of its own, like a service manager would give it; and
 		// the kernel kills it should the bench die without cleaning up.
-		Setpgid:   true,
-		Pdeathsig: syscall.SIGKILL,
+		Setpgid:     true,
+		Pdeathsig:   syscall.SIGKILL,
+		UseCgroupFD: o.cgroup > 0,
+		CgroupFD:    o.cgroup,
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, err

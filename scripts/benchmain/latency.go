@@ -266,7 +266,11 @@ type handoffResult struct {
 	backend map[string]histogram            // backend (bbolt) commits inside them
 	commits map[string][]float64            // raft proposals committed per window
 	counts  map[string][]map[string]float64 // etcd's counts per window, as handoffCounts
-	queue   int
+	// cpu is the CPU the tool's processes (candidates, keepers, children)
+	// used in each window, and etcdCPU etcd's; cpu is nil where the bench
+	// could make no cgroup (cpuGroups).
+	cpu, etcdCPU, window map[string][]time.Duration
+	queue                int
 }
 
 // handoffs measures n graceful handoffs per tool, alternating A B A B: the
@@ -276,6 +280,13 @@ type handoffResult struct {
 // scrapes of etcd's metrics, for the WAL fsyncs inside it.
 func (b *bench) handoffs(ctx context.Context, n, size int) (*handoffResult, error) {
 	res := &handoffResult{gap: byTool{}, standby: map[string][]bool{}, fsync: map[string]histogram{}, backend: map[string]histogram{}, commits: map[string][]float64{}, counts: map[string][]map[string]float64{}, queue: size}
+	cg, err := newCPUGroups([]string{lead, ctl})
+	if err != nil {
+		b.say("no CPU figure for the handoffs: %v", err)
+	} else {
+		res.cpu, res.etcdCPU, res.window = map[string][]time.Duration{}, map[string][]time.Duration{}, map[string][]time.Duration{}
+	}
+	defer cg.close() // after the pools, below: their processes are gone by then
 	pools := map[string]*pool{}
 	defer func() {
 		for _, p := range pools {
@@ -283,7 +294,9 @@ func (b *bench) handoffs(ctx context.Context, n, size int) (*handoffResult, erro
 		}
 	}()
 	for _, t := range b.tools {
-		p, err := b.newPool(ctx, t, fmt.Sprintf("handoff-q%d", size), 10, size)
+		p, err := b.newPoolWith(ctx, t, fmt.Sprintf("handoff-q%d", size), 10, size, func(string) (spawnOpts, error) {
+			return spawnOpts{cgroup: max(cg.fd(t.Key), 0)}, nil
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -307,13 +320,21 @@ func (b *bench) handoffs(ctx context.Context, n, size int) (*handoffResult, erro
 			if err != nil {
 				return nil, err
 			}
+			cpu0, etcd0, t0 := cg.usage(t.Key), threadsCPU(b.etcd.cmd.Process.Pid), time.Now()
 			old := p.leader
 			resume := hush()
 			old.Exit()
 			next, err := b.hub.NextStart(p.group, 30*time.Second)
+			wall := time.Since(t0)
+			cpu1, etcd1 := cg.usage(t.Key), threadsCPU(b.etcd.cmd.Process.Pid)
 			resume()
 			if err != nil {
 				return nil, fmt.Errorf("%s handoff %d: %w", t.Name, i, err)
+			}
+			if res.cpu != nil {
+				res.cpu[t.Key] = append(res.cpu[t.Key], cpu1-cpu0)
+				res.etcdCPU[t.Key] = append(res.etcdCPU[t.Key], etcd1-etcd0)
+				res.window[t.Key] = append(res.window[t.Key], wall)
 			}
 			after, err := scrape(ctx, b.metricsURL)
 			if err != nil {
