@@ -33,7 +33,7 @@ func newCPUGroups(keys []string) (*cpuGroups, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(base, "etcdlead-bench-cpu-"+strconv.Itoa(os.Getpid()))
+	dir := filepath.Join(base, "bench-cpu-"+strconv.Itoa(os.Getpid()))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, err
 	}
