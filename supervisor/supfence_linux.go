@@ -101,9 +101,9 @@ func (c *Child) fenceKill() {
 	// The child's group first, in one step: the keeper reaps the child,
 	// whose pid is the group's id, only once its cgroup, or without one its
 	// whole tree, holds nothing else (keeper.finish), so while the child is
-	// still the keeper's the id is the group's. Pids
-	// are handed out in turn, so the moment between that look and the
-	// kill(2) is far too short for the id to come round again.
+	// still the keeper's the id is the group's. Pids are handed out in
+	// turn, so the moment between that look and the kill(2) is far too
+	// short for the id to come round again.
 	if st, err := proctree.ReadStat(c.pid); err == nil && st.PPid == keeper {
 		_ = syscall.Kill(-c.pid, syscall.SIGKILL)
 	}

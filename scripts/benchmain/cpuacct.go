@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/etcdlead/etcdlead/internal/testsupport/proctest"
 )
 
 // cpuGroups measures what CPU each tool's processes use inside the handoff
@@ -54,15 +56,12 @@ func newCPUGroups(keys []string) (*cpuGroups, error) {
 	return g, nil
 }
 
-// fd is key's cgroup, for SysProcAttr.CgroupFD; -1 when there is none.
+// fd is key's cgroup, for spawnOpts.cgroup; 0 when there is none.
 func (g *cpuGroups) fd(key string) int {
 	if g == nil {
-		return -1
+		return 0
 	}
-	if fd, ok := g.fds[key]; ok {
-		return fd
-	}
-	return -1
+	return g.fds[key]
 }
 
 // usage is the CPU used so far in key's cgroup.
@@ -84,7 +83,7 @@ func (g *cpuGroups) usage(key string) time.Duration {
 }
 
 // close removes the cgroups once every process in them is gone; what an
-// etcdlead killed with -9 left below is removed too, deepest first.
+// etcdlead killed with -9 left below is killed and removed too.
 func (g *cpuGroups) close() {
 	if g == nil {
 		return
@@ -92,19 +91,8 @@ func (g *cpuGroups) close() {
 	for _, fd := range g.fds {
 		unix.Close(fd)
 	}
-	var dirs []string
-	_ = filepath.WalkDir(g.dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			dirs = append(dirs, p)
-		}
-		return nil
-	})
-	for i := len(dirs) - 1; i >= 0; i-- {
-		_ = os.WriteFile(filepath.Join(dirs[i], "cgroup.kill"), []byte("1"), 0)
-		deadline := time.Now().Add(5 * time.Second)
-		for os.Remove(dirs[i]) != nil && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond) // a killed process leaves its cgroup as it ends
-		}
+	if err := proctest.RemoveCgroupTree(g.dir); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
 	}
 }
 

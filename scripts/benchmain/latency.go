@@ -295,7 +295,7 @@ func (b *bench) handoffs(ctx context.Context, n, size int) (*handoffResult, erro
 	}()
 	for _, t := range b.tools {
 		p, err := b.newPoolWith(ctx, t, fmt.Sprintf("handoff-q%d", size), 10, size, func(string) (spawnOpts, error) {
-			return spawnOpts{cgroup: max(cg.fd(t.Key), 0)}, nil
+			return spawnOpts{cgroup: cg.fd(t.Key)}, nil
 		})
 		if err != nil {
 			return nil, err

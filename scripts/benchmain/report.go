@@ -188,19 +188,20 @@ func (r *report) sectionHandoff(w func(string, ...any)) {
 		fmt.Sprintf("by %s (%.2f× against 1.3×): see *Graceful handoff, step by step* and *Why* below", ms(a.median()-time.Duration(1.3*float64(c.median()))), med))
 }
 
-// handoffCPU is the CPU used inside the handoff windows: on two cores a
-// window cannot be shorter than half the CPU that must run in it.
+// handoffCPU is the CPU used inside the handoff windows: on N cores a
+// window cannot be shorter than 1/N of the CPU that must run in it.
 func (r *report) handoffCPU(w func(string, ...any)) {
 	h := r.handoff
 	if h.cpu == nil {
 		return
 	}
 	w("CPU used inside the same windows, from the exit request to the bench's receipt of the next child's start (each tool's candidates started in a cgroup of the bench's, whose `cpu.stat` counts every process that ran in it, keepers, children and processes that ended included; etcd's threads from their `schedstat`). Both tools' children are the same program; here every candidate shares the machine's %d cores, so the old leader's end competes with the next child's start, as it does not where each candidate has a machine of its own:\n\n", r.mach.Cores)
-	w("| windows of | window, median | the tool's processes, median | etcd, median | both / (2 × window), median |\n|---|---|---|---|---|\n")
+	cores := max(r.mach.Cores, 1)
+	w("| windows of | window, median | the tool's processes, median | etcd, median | both / (%d × window), median |\n|---|---|---|---|---|\n", cores)
 	for _, t := range r.tools {
 		var busy []float64
 		for i, win := range h.window[t.Key] {
-			busy = append(busy, float64(h.cpu[t.Key][i]+h.etcdCPU[t.Key][i])/float64(2*win))
+			busy = append(busy, float64(h.cpu[t.Key][i]+h.etcdCPU[t.Key][i])/float64(time.Duration(cores)*win))
 		}
 		w("| %s | %s | %s | %s | %.0f %% |\n", t.Name, ms(sample(h.window[t.Key]).median()), ms(sample(h.cpu[t.Key]).median()),
 			ms(sample(h.etcdCPU[t.Key]).median()), 100*medianF(busy))

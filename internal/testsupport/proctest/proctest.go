@@ -193,8 +193,8 @@ func Fill(path string) error {
 }
 
 // RemoveCgroup kills whatever runs in the cgroup at dir and below, and
-// removes it, deepest first: what an etcdlead killed with -9 leaves for the
-// next etcdlead started beside it, which a test that ends has none of.
+// removes it (RemoveCgroupTree): what an etcdlead killed with -9 leaves for
+// the next etcdlead started beside it, which a test that ends has none of.
 // Only a directory named as etcdlead names its cgroups is touched.
 func RemoveCgroup(tb testing.TB, dir string) {
 	tb.Helper()
@@ -202,6 +202,14 @@ func RemoveCgroup(tb testing.TB, dir string) {
 		tb.Errorf("not an etcdlead cgroup: %s", dir)
 		return
 	}
+	if err := RemoveCgroupTree(dir); err != nil {
+		tb.Error(err)
+	}
+}
+
+// RemoveCgroupTree kills whatever runs in the cgroup at dir and below, and
+// removes those cgroups, deepest first.
+func RemoveCgroupTree(dir string) error {
 	var dirs []string
 	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && d.IsDir() {
@@ -209,11 +217,13 @@ func RemoveCgroup(tb testing.TB, dir string) {
 		}
 		return nil
 	})
+	var errs []error
 	for i := len(dirs) - 1; i >= 0; i-- {
 		if err := emptyAndRemove(dirs[i]); err != nil {
-			tb.Errorf("cgroup %s left behind: %v", dirs[i], err)
+			errs = append(errs, fmt.Errorf("cgroup %s left behind: %w", dirs[i], err))
 		}
 	}
+	return errors.Join(errs...)
 }
 
 // emptyAndRemove kills the processes in one cgroup, waits for each to end

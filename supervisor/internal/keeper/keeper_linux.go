@@ -266,10 +266,10 @@ type startResult struct {
 // begin: no child), and tells of its exit, closing exited, without reaping
 // it: the keeper reaps it (keeper.finish), so that its pid, which is its
 // process group's id, cannot be reused while the keeper may still signal
-// the group. It stays on one locked OS thread
-// until release: Pdeathsig fires when the thread that forked the child
-// exits, not the process. The thread and the cgroup's descriptor are
-// readied before begin, off the start's path.
+// the group. It stays on one locked OS thread until release: Pdeathsig
+// fires when the thread that forked the child exits, not the process. The
+// thread and the cgroup's descriptor are readied before begin, off the
+// start's path.
 func runChild(cgroup proctree.Cgroup, log hclog.Logger, begin <-chan childStart, started chan<- startResult, exited, release chan struct{}) {
 	runtime.LockOSThread()
 	defer func() { <-release }()
