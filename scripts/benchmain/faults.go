@@ -578,8 +578,11 @@ func (b *bench) crashOnce(ctx context.Context, c *cluster, name string, tm campa
 	case at := <-won:
 		return 0, false, fmt.Errorf("%s: the waiter did not queue behind the leader (done at %v): %w", name, at, werr)
 	}
-	// Renewals after the move, with the waiter queued.
-	if err := pause(ctx, tm.TTL/2); err != nil {
+	// Renewals after the move, with the waiter queued; then the crash, at
+	// a random moment of etcd's check for expired leases (every 500 ms), as
+	// in the single member's crash failovers: rounds of fixed length would
+	// meet that check at one phase, every round.
+	if err := pause(ctx, tm.TTL/2+time.Duration(b.rng.IntN(500))*time.Millisecond); err != nil {
 		return 0, false, err
 	}
 	stop()
