@@ -2,6 +2,7 @@ package campaign_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 	"testing"
@@ -360,5 +361,51 @@ func TestEveryCampaignRequestRequiresALeader(t *testing.T) {
 	defer mu.Unlock()
 	if len(without) > 0 {
 		t.Errorf("sent without requiring a leader: %q", without)
+	}
+}
+
+// A campaign whose lease ID names a record that is already there (etcd
+// gave the ID out again: a member restarted after its clock stepped back,
+// two members whose IDs share their low 16 bits, a restored snapshot)
+// fails, and its end must leave that record alone: it is another term's,
+// whose child may still run. etcd's lease IDs follow one another, so the
+// records are put under the next IDs of a probe lease's.
+func TestFailedCampaignLeavesAnotherTermsRecord(t *testing.T) {
+	cluster := etcdtest.Start(t, etcdtest.Options{})
+	cli := cluster.Client(t)
+	f := newFixture(t, cli)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	probe, err := cli.Grant(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Revoke(ctx, probe.ID); err != nil {
+		t.Fatal(err)
+	}
+	const next = 200
+	rec, err := json.Marshal(campaign.TermRecord{Key: f.l.QueuePrefix() + "other", TTL: 10, RaftTerm: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for from := 1; from <= next; from += 100 {
+		var ops []clientv3.Op
+		for i := from; i < from+100; i++ {
+			ops = append(ops, clientv3.OpPut(f.l.RecordKey(probe.ID+clientv3.LeaseID(i)), string(rec)))
+		}
+		if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = f.campaigner(false).Campaign(ctx)
+	if !errors.Is(err, campaign.ErrKeyDeleted) {
+		t.Fatalf("campaign: %v; want %v, its lease ID among the %d after the probe's", err, campaign.ErrKeyDeleted, next)
+	}
+	resp, err := cli.Get(ctx, f.l.RecordPrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Count != next {
+		t.Fatalf("%d records left of %d: the failed campaign's end deleted another term's", resp.Count, next)
 	}
 }

@@ -246,17 +246,25 @@ func (t *Term) Revoke() {
 	}
 }
 
-// end is the graceful end's transaction: the record goes whatever it
-// holds (it is the term's, by its name), each other key only while it is
-// on the term's lease (one put again by hand is not the term's to
-// delete). It is sent again every quietAfter while unanswered, as a
-// frozen member may hold it while the next candidate waits.
+// end is the graceful end's transaction: the record goes only if this
+// term created it (its create revision is the term's Rev, whatever a slot
+// claim rewrote since), each other key only while it is on the term's
+// lease (one put again by hand is not the term's to delete). A record the
+// term did not create is another term's, under a lease ID that etcd gave
+// out again: its child may still run. A term whose campaign transaction
+// never showed its keys (Rev 0) leaves its record, if any, to a successor.
+// It is sent again every quietAfter while unanswered, as a frozen member
+// may hold it while the next candidate waits.
 func (t *Term) end(ctx context.Context) error {
 	onLease := func(key string) clientv3.Op {
 		return clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(key), "=", t.Lease)},
 			[]clientv3.Op{clientv3.OpDelete(key)}, nil)
 	}
-	ops := []clientv3.Op{clientv3.OpDelete(t.Record), onLease(t.Key), onLease(t.Sentinel)}
+	ops := []clientv3.Op{onLease(t.Key), onLease(t.Sentinel)}
+	if t.Rev != 0 {
+		ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(t.Record), "=", t.Rev)},
+			[]clientv3.Op{clientv3.OpDelete(t.Record)}, nil))
+	}
 	if t.slotKey != "" {
 		ops = append(ops, onLease(t.slotKey))
 	}
