@@ -2,6 +2,7 @@ package campaign_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -498,6 +499,32 @@ func TestCampaign(t *testing.T) {
 		a := f.lead()
 		held := hold(a)
 		if _, err := cli.Put(ctx, a.Sentinel, "mine now"); err != nil {
+			t.Fatal(err)
+		}
+		fromWatch(t, awaitErr(t, held), campaign.ErrKeyReplaced)
+	})
+
+	// A put that rewrites the leader's record with another raft term ends
+	// its term: a successor would trust that term, once the lease ended
+	// early, and clear the record while the child may run.
+	t.Run("record-rewritten", func(t *testing.T) {
+		f := newFixture(t, cli)
+		a := f.lead()
+		held := hold(a)
+		resp, err := cli.Get(ctx, a.Record)
+		if err != nil || len(resp.Kvs) == 0 {
+			t.Fatalf("the leader's record: %v, %d found", err, len(resp.Kvs))
+		}
+		rec, ok := campaign.ParseRecord(resp.Kvs[0].Value)
+		if !ok {
+			t.Fatalf("the leader's record %q does not parse", resp.Kvs[0].Value)
+		}
+		rec.RaftTerm += 1000
+		forged, err := json.Marshal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cli.Put(ctx, a.Record, string(forged)); err != nil {
 			t.Fatal(err)
 		}
 		fromWatch(t, awaitErr(t, held), campaign.ErrKeyReplaced)

@@ -12,7 +12,8 @@ import (
 var (
 	ErrKeyDeleted = errors.New("key deleted")
 	// ErrKeyReplaced is a term's key put again under another lease (or
-	// none) by someone else: it no longer goes with the term's lease.
+	// none) by someone else: it no longer goes with the term's lease; or
+	// its record rewritten with a value the term did not write.
 	ErrKeyReplaced = errors.New("key replaced")
 	ErrLeaseLost   = errors.New("lease lost")
 	// ErrNotLeader is returned when the caller's context ended while another

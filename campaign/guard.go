@@ -11,8 +11,9 @@ import (
 
 // guard ends the term, from its creation on, waiting or leading, when its
 // queue key or sentinel is deleted or put under another lease, when its
-// record is deleted or created anew, or when a resign request names it; guardKeys adds the slot key once the term holds
-// one. A waiter that lost its keys would otherwise go on renewing a lease
+// record is deleted, created anew or rewritten with a value the term did
+// not write, or when a resign request names it; guardKeys adds the slot key
+// once the term holds one. A waiter that lost its keys would otherwise go on renewing a lease
 // that blocks every newer term, and a resign aimed at a candidate still in
 // its barrier would be lost. Its goroutines end with the term's context;
 // Revoke waits for them. Its watches are on a stream of the term's own,
@@ -22,16 +23,27 @@ func (t *Term) guard(from int64) {
 	s := etcdwire.NewStream(t.c.cfg.Client, t.c.log, t.Key, streamCadence(t.TTL))
 	t.watches = s
 	t.guards.Go(func() { s.Monitor(t.ctx) })
-	t.guardKeys([]owned{{t.Key, t.Rev, t.Lease}, {t.Sentinel, t.Rev, t.Lease}, {t.Record, t.Rev, 0}}, true, from)
+	rec := t.rec
+	t.guardKeys([]owned{{key: t.Key, created: t.Rev, lease: t.Lease}, {key: t.Sentinel, created: t.Rev, lease: t.Lease},
+		{key: t.Record, created: t.Rev, value: rec.sameTerm}}, true, from)
 }
 
 // owned is a key of the term's: deleted, or put again (another lease,
-// another create revision), it ends the term.
+// another create revision, or a value it does not accept), it ends the
+// term.
 type owned struct {
 	key     string
 	created int64
 	lease   clientv3.LeaseID // the term's, or 0 for its record
+	// value, when set, accepts the values the term itself writes: a
+	// successor trusts the record's TTL and raft term (clearEnded), so a
+	// record rewritten with others must not outlive the child it stands for.
+	value func([]byte) bool
 }
+
+// rewritten says whether a put of k, on its lease and of its creation,
+// holds a value the term did not write.
+func (k owned) rewritten(value []byte) bool { return k.value != nil && !k.value(value) }
 
 // guardKeys watches keys, and the resign request when resign is set, from
 // revision from on. A watch that stalls silently is the term stream's to
@@ -141,6 +153,9 @@ func (g keyGuard) event(ev *clientv3.Event) error {
 		case clientv3.LeaseID(ev.Kv.Lease) != k.lease || ev.Kv.CreateRevision != k.created:
 			t.c.log.Warn("key replaced", "key", key, "lease", leaseHex(clientv3.LeaseID(ev.Kv.Lease)), "rev", ev.Kv.ModRevision)
 			return ErrKeyReplaced
+		case k.rewritten(ev.Kv.Value):
+			t.c.log.Warn("key rewritten", "key", key, "rev", ev.Kv.ModRevision)
+			return ErrKeyReplaced
 		}
 	}
 	return nil
@@ -176,6 +191,10 @@ func (g keyGuard) check(ctx context.Context) (int64, error) {
 		}
 		if clientv3.LeaseID(kvs[0].Lease) != k.lease || kvs[0].CreateRevision != k.created {
 			t.c.log.Warn("key replaced", "key", k.key)
+			return 0, fmt.Errorf("re-read: %w", ErrKeyReplaced)
+		}
+		if k.rewritten(kvs[0].Value) {
+			t.c.log.Warn("key rewritten", "key", k.key)
 			return 0, fmt.Errorf("re-read: %w", ErrKeyReplaced)
 		}
 	}

@@ -56,6 +56,14 @@ func (r TermRecord) value() string {
 	return string(b)
 }
 
+// sameTerm says whether value is r's record, whatever slot it names: a
+// slot claim rewrites the record with its slot and nothing else.
+func (r TermRecord) sameTerm(value []byte) bool {
+	got, ok := ParseRecord(value)
+	got.Slot, r.Slot = nil, nil
+	return ok && got == r
+}
+
 // ParseRecord reads a record's value; ok is false when it is not one
 // etcdlead writes (put by hand: its TTL is then unknown).
 func ParseRecord(value []byte) (rec TermRecord, ok bool) {

@@ -177,7 +177,7 @@ func (t *Term) tookSlot(key string, rev int64) error {
 	t.rec = t.withSlot(i)
 	// Deleted or put again, the slot key could be taken by another term,
 	// and two children would share the slot.
-	t.guardKeys([]owned{{key, rev, t.Lease}}, false, rev)
+	t.guardKeys([]owned{{key: key, created: rev, lease: t.Lease}}, false, rev)
 	return nil
 }
 
