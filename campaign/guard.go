@@ -23,9 +23,8 @@ func (t *Term) guard(from int64) {
 	s := etcdwire.NewStream(t.c.cfg.Client, t.c.log, t.Key, streamCadence(t.TTL))
 	t.watches = s
 	t.guards.Go(func() { s.Monitor(t.ctx) })
-	rec := t.rec
 	t.guardKeys([]owned{{key: t.Key, created: t.Rev, lease: t.Lease}, {key: t.Sentinel, created: t.Rev, lease: t.Lease},
-		{key: t.Record, created: t.Rev, value: rec.sameTerm}}, true, from)
+		{key: t.Record, created: t.Rev, value: t.rec.sameTerm}}, true, from)
 }
 
 // owned is a key of the term's: deleted, or put again (another lease,

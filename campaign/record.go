@@ -3,6 +3,8 @@ package campaign
 import (
 	"context"
 	"encoding/json"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -73,18 +75,28 @@ func ParseRecord(value []byte) (rec TermRecord, ok bool) {
 	return rec, true
 }
 
-// etcdElectionTimeout is etcd's default election timeout. A raft leader
-// that does not know yet that it was replaced may credit a renewal for up
-// to that long; the hold after a raft leader change includes it
-// (clearer.margin).
-const etcdElectionTimeout = time.Second
+// electionTimeoutFor bounds etcd's election timeout by the least TTL
+// etcd grants, minTTL seconds. A raft leader that does not know yet that
+// it was replaced may credit a renewal for up to an election timeout; the
+// hold after a raft leader change includes it (clearer.electionTimeout).
+// etcd takes a lease TTL below ⌈⌊3·ticks/2⌋·heartbeat⌉ seconds up to that,
+// and refuses to run with an election timeout (ticks·heartbeat) under
+// five heartbeats, so minTTL ≥ 1.5·ticks·heartbeat − heartbeat/2 ≥ 1.4
+// election timeouts. At etcd's defaults (1 s, 100 ms) minTTL is 2 s.
+func electionTimeoutFor(minTTL int64) time.Duration {
+	return (time.Duration(minTTL)*time.Second*5 + 6) / 7
+}
 
 // EndedWaitLimit bounds how long a campaign may wait for an ended term of
 // TTL ttl before it takes its record away: its lease may outlive the
 // candidate's first read by a TTL, and the hold after a raft leader change
-// is a TTL and mu more. margin is the candidate's fence margin.
+// is a TTL and mu more. margin is the candidate's fence margin. etcd's
+// election timeout, which mu holds, is bounded here without asking etcd:
+// by its defaults' bound, or, where etcd granted the candidate's own TTL
+// as asked, by what that grant says of it (electionTimeoutFor).
 func EndedWaitLimit(ttl, margin time.Duration) time.Duration {
-	return 2*ttl + etcdElectionTimeout + max(margin, DefaultFenceMargin(ttl))
+	et := max(electionTimeoutFor(2), electionTimeoutFor(int64(ttl/time.Second)))
+	return 2*ttl + et + max(margin, DefaultFenceMargin(ttl))
 }
 
 // endedTerm is an older term that a read showed by its record alone: its
@@ -133,6 +145,8 @@ type clearer struct {
 	// judgeOnly leaves the record in place once its term's child is known
 	// gone: for pause, which may not write records.
 	judgeOnly bool
+	// et is electionTimeout's answer once known, in nanoseconds.
+	et atomic.Int64
 }
 
 // clearEnded is step 4 of docs/design.md, "One term, step by step", for an
@@ -154,7 +168,11 @@ func (c *clearer) clearEnded(ctx context.Context, e endedTerm) error {
 		if e.known {
 			ttl = time.Duration(e.rec.TTL) * time.Second
 		}
-		done, err := c.endedHold(ctx, e, at+ttl+etcdElectionTimeout+max(c.margin, DefaultFenceMargin(ttl)))
+		et, err := c.electionTimeout(ctx)
+		if err != nil {
+			return err
+		}
+		done, err := c.endedHold(ctx, e, at+ttl+et+max(c.margin, DefaultFenceMargin(ttl)))
 		if done || err != nil {
 			return err
 		}
@@ -172,15 +190,16 @@ func (c *clearer) leaseGone(ctx context.Context, e endedTerm) error {
 	var logged time.Duration
 	for {
 		var ttl int64
-		err := retry(ctx, func() error {
-			return c.req(ctx, func(rctx context.Context) error {
+		err := retry(ctx, func() (err error) {
+			ttl, err = ask(c, ctx, func(rctx context.Context) (int64, error) {
 				resp, err := c.cli.TimeToLive(rctx, e.lease)
-				if err == nil {
-					c.see(resp.ResponseHeader)
-					ttl = resp.TTL
+				if err != nil {
+					return 0, err
 				}
-				return err
+				c.see(resp.ResponseHeader)
+				return resp.TTL, nil
 			})
+			return err
 		})
 		if err != nil {
 			return err
@@ -206,6 +225,59 @@ func (c *clearer) leaseGone(ctx context.Context, e endedTerm) error {
 	}
 }
 
+// electionTimeout bounds etcd's election timeout by the TTL etcd grants
+// when asked for 1 s (electionTimeoutFor). It asks once and remembers the
+// answer; the lease it was given holds nothing and is revoked at once (or
+// ends by itself within that TTL). Every member is taken to run with the
+// same election timeout as the one that answers.
+func (c *clearer) electionTimeout(ctx context.Context) (time.Duration, error) {
+	if d := c.et.Load(); d > 0 {
+		return time.Duration(d), nil
+	}
+	var minTTL int64
+	err := retry(ctx, func() (err error) {
+		minTTL, err = ask(c, ctx, func(rctx context.Context) (int64, error) {
+			resp, err := c.cli.Grant(rctx, 1)
+			if err != nil {
+				return 0, err
+			}
+			_, _ = c.cli.Revoke(rctx, resp.ID)
+			return resp.TTL, nil
+		})
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	d := electionTimeoutFor(minTTL)
+	c.et.Store(int64(d))
+	return d, nil
+}
+
+// ask is one request of c's whose answer is a value: req may run f more
+// than once at a time (hedged), and the first answer counts.
+func ask[T any](c *clearer, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	var (
+		mu  sync.Mutex
+		got T
+		ok  bool
+	)
+	err := c.req(ctx, func(rctx context.Context) error {
+		v, err := f(rctx)
+		if err == nil {
+			mu.Lock()
+			if !ok {
+				got, ok = v, true
+			}
+			mu.Unlock()
+		}
+		return err
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	return got, err
+}
+
 // endedHold waits until the boot-clock time until, or until e's record is
 // gone or rewritten (done): its own term took it away once its child was
 // gone, or another successor did.
@@ -220,13 +292,12 @@ func (c *clearer) endedHold(ctx context.Context, e endedTerm, until time.Duratio
 		if !sleep(ctx, min(left, recordPoll)) {
 			return false, ctx.Err()
 		}
-		var gone bool
-		err := c.req(ctx, func(rctx context.Context) error {
+		gone, err := ask(c, ctx, func(rctx context.Context) (bool, error) {
 			resp, err := c.cli.Get(rctx, e.key, clientv3.WithKeysOnly())
-			if err == nil {
-				gone = len(resp.Kvs) == 0 || resp.Kvs[0].ModRevision != e.mod
+			if err != nil {
+				return false, err
 			}
-			return err
+			return len(resp.Kvs) == 0 || resp.Kvs[0].ModRevision != e.mod, nil
 		})
 		if Permanent(err) {
 			return false, err
@@ -241,17 +312,18 @@ func (c *clearer) endedHold(ctx context.Context, e endedTerm, until time.Duratio
 // again since (by hand) is not the one judged.
 func (c *clearer) removeRecord(ctx context.Context, e endedTerm) error {
 	var removed bool
-	err := retry(ctx, func() error {
-		return c.req(ctx, func(rctx context.Context) error {
+	err := retry(ctx, func() (err error) {
+		removed, err = ask(c, ctx, func(rctx context.Context) (bool, error) {
 			resp, err := c.cli.Txn(rctx).
 				If(clientv3.Compare(clientv3.ModRevision(e.key), "=", e.mod)).
 				Then(clientv3.OpDelete(e.key)).
 				Commit()
-			if err == nil {
-				removed = resp.Succeeded
+			if err != nil {
+				return false, err
 			}
-			return err
+			return resp.Succeeded, nil
 		})
+		return err
 	})
 	if err == nil && removed {
 		c.log.Info("ended term's record taken away", "record", e.key, "lease", leaseHex(e.lease))

@@ -409,3 +409,27 @@ func TestFailedCampaignLeavesAnotherTermsRecord(t *testing.T) {
 		t.Fatalf("%d records left of %d: the failed campaign's end deleted another term's", resp.Count, next)
 	}
 }
+
+// etcd run with a longer election timeout than its default: a replaced
+// raft leader may credit a renewal for that long after a sweep, and the
+// hold of a candidate that never saw the swept term covers it, as etcd
+// says it through the least TTL it grants.
+func TestSweptTermHeldForEtcdsElectionTimeout(t *testing.T) {
+	skipIfShort(t)
+	const election = 3 * time.Second
+	cluster := etcdtest.Start(t, etcdtest.Options{Members: 3,
+		ExtraArgs: []string{"--election-timeout=3000", "--heartbeat-interval=300"}})
+	m := newMovingLeader(t, cluster, campaign.MinTTL)
+	m.move(t)
+	at := m.sweep(t)
+	log := newTestLog()
+	d := m.candidate(t, campaign.MinTTL, log).lead()
+	if now := bootclock.Now(); now < at+m.a.TTL+election {
+		t.Errorf("D leads %s after A's lease was swept, before A's TTL of %s and etcd's election timeout of %s had passed",
+			now-at, m.a.TTL, election)
+	}
+	if !log.has(holdLine) {
+		t.Errorf("D did not say it waits out A:\n%s", log)
+	}
+	d.Revoke()
+}

@@ -91,8 +91,8 @@ var breaks = []breakage{
 	{
 		name: "record: the hold is the record's TTL", file: "campaign/record.go",
 		why: "the hold after a raft change counts only etcd's election timeout and the margin, not the swept term's TTL",
-		old: "at+ttl+etcdElectionTimeout+max(c.margin, DefaultFenceMargin(ttl))",
-		new: "at+etcdElectionTimeout+max(c.margin, DefaultFenceMargin(ttl))",
+		old: "at+ttl+et+max(c.margin, DefaultFenceMargin(ttl))",
+		new: "at+et+max(c.margin, DefaultFenceMargin(ttl))",
 		pkg: "./campaign", tests: "^TestEndedTermRecord$",
 	},
 	{
@@ -105,8 +105,8 @@ var breaks = []breakage{
 	{
 		name: "record: the hold is the record's TTL (sweep)", file: "campaign/record.go",
 		why: "the same, through the binary: a waiter whose watch broke, and two swept terms the farther of which has the longer TTL",
-		old: "at+ttl+etcdElectionTimeout+max(c.margin, DefaultFenceMargin(ttl))",
-		new: "at+etcdElectionTimeout+max(c.margin, DefaultFenceMargin(ttl))",
+		old: "at+ttl+et+max(c.margin, DefaultFenceMargin(ttl))",
+		new: "at+et+max(c.margin, DefaultFenceMargin(ttl))",
 		pkg: "./internal/e2e", tests: "^(TestSweepWatchBroken|TestSweepTwoTerms)$",
 	},
 	{
@@ -126,16 +126,37 @@ var breaks = []breakage{
 	{
 		name: "record: deleted by its term's end", file: "campaign/term.go",
 		why: "a term's end leaves its record, so every successor takes its end for an early one",
-		old: "\tops := []clientv3.Op{clientv3.OpDelete(t.Record), onLease(t.Key), onLease(t.Sentinel)}\n",
-		new: "\tops := []clientv3.Op{onLease(t.Key), onLease(t.Sentinel)}\n",
+		old: "\tif t.Rev != 0 {\n",
+		new: "\tif false {\n",
 		pkg: "./campaign", tests: "^TestEndedTermRecord$",
+	},
+	{
+		name: "record: an end deletes only its own", file: "campaign/term.go",
+		why: "a failed campaign whose lease ID names another term's record (etcd gave the ID out again) deletes that record on its way out",
+		old: "\tif t.Rev != 0 {\n\t\tops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(t.Record), \"=\", t.Rev)},\n",
+		new: "\tif true {\n\t\tops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(t.Record), \">\", 0)},\n",
+		pkg: "./campaign", tests: "^TestFailedCampaignLeavesAnotherTermsRecord$",
 	},
 	{
 		name: "record: guarded", file: "campaign/guard.go",
 		why: "a term whose record was deleted goes on, though a newcomer can then start beside its child",
-		old: "{t.Sentinel, t.Rev, t.Lease}, {t.Record, t.Rev, 0}}",
-		new: "{t.Sentinel, t.Rev, t.Lease}}",
+		old: "{key: t.Sentinel, created: t.Rev, lease: t.Lease},\n\t\t{key: t.Record, created: t.Rev, value: t.rec.sameTerm}}",
+		new: "{key: t.Sentinel, created: t.Rev, lease: t.Lease}}",
 		pkg: "./campaign", tests: "^TestEndedTermRecord$",
+	},
+	{
+		name: "record: its value guarded", file: "campaign/guard.go",
+		why: "a term whose record was rewritten with another raft term or TTL goes on, and a successor trusts the forged one once the lease ends early",
+		old: "{key: t.Record, created: t.Rev, value: t.rec.sameTerm}}",
+		new: "{key: t.Record, created: t.Rev}}",
+		pkg: "./campaign", tests: "^TestCampaign$/^record-rewritten$",
+	},
+	{
+		name: "record: the hold covers etcd's election timeout", file: "campaign/record.go",
+		why: "the hold after a raft leader change takes etcd's election timeout for its default, 1 s: with a longer one a stale raft leader may credit a renewal after the hold ends",
+		old: "\t\tet, err := c.electionTimeout(ctx)\n",
+		new: "\t\tet, err := time.Second, error(nil)\n",
+		pkg: "./campaign", tests: "^TestSweptTermHeldForEtcdsElectionTimeout$",
 	},
 	{
 		name: "no-wait: an ended term is waited out", file: "campaign/campaign.go",
