@@ -57,7 +57,7 @@ func (r *report) crashSection(w func(string, ...any)) {
 	if err != nil {
 		return
 	}
-	bound := campaign.EndedWaitLimit(ttl, tm.FenceMargin)
+	bound := campaign.EndedWaitLimit(ttl, tm.FenceMargin).Round(time.Millisecond)
 	w("**A crash after a raft leader change.** On the same three-member etcd, an etcdlead leader in the bench's process and one waiter, at TTL %s; in every other round the raft leadership is moved (`etcdctl move-leader`) after the leader's grant; then, at a random moment 1–1.5 s later, the leader's renewals stop, as a `kill -9` stops them, and nothing deletes its keys or record. ", ttl)
 	w("The time runs from the end of its last renewal to the waiter's election. After a raft leader change the waiter cannot tell the lease's expiry from a resumed raft leader's sweep, so it holds the leader's record a TTL and mu (a bound on etcd's election timeout, read off the least TTL etcd grants, and the fence margin) after etcd said the lease is gone (docs/design.md, *The term record*): %s more than without the move, %s from the last renewal (`campaign.EndedWaitLimit`) where etcd ends the lease at once, and etcd looks for expired leases every 500 ms. The target is the one without the move, TTL + 0.3 s, plus the hold.\n\n", bound-ttl, bound)
 	w("| raft leader moved since the grant | rounds | crash → next leader: median | max | the waiter held the record |\n|---|---|---|---|---|\n")
