@@ -96,8 +96,9 @@ func (g *cpuGroups) close() {
 	}
 }
 
-// threadsCPU is the CPU process pid's threads have used, from their
-// schedstat (nanoseconds): for etcd, whose threads outlive the windows.
+// threadsCPU is the CPU process pid's live threads have used, from their
+// schedstat (nanoseconds): for etcd, whose threads outlive the handoff
+// windows, and for the idle processes of the footprint.
 func threadsCPU(pid int) time.Duration {
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -71,15 +70,7 @@ func readProc(pid int) procSample {
 			}
 		}
 	}
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
-	for _, t := range tasks {
-		if b, err := os.ReadFile(t); err == nil {
-			if f := strings.Fields(string(b)); len(f) > 0 {
-				n, _ := strconv.ParseInt(f[0], 10, 64)
-				s.schedNS += n
-			}
-		}
-	}
+	s.schedNS = int64(threadsCPU(pid))
 	s.readable = true
 	return s
 }
