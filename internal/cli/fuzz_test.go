@@ -21,8 +21,11 @@ import (
 
 // parseRunArgs parses `etcdlead run ARGS -- true` with the real flags and
 // the real validation, and stops before any etcd or process is touched.
-func parseRunArgs(args []string) (runConfig, error) {
-	raw := append(append([]string{"etcdlead", "run"}, args...), "--", "true")
+func parseRunArgs(args []string) (runConfig, error) { return parseArgs(nil, args) }
+
+// parseArgs is parseRunArgs with global given before the subcommand.
+func parseArgs(global, args []string) (runConfig, error) {
+	raw := append(append(append(append([]string{"etcdlead"}, global...), "run"), args...), "--", "true")
 	var rc runConfig
 	app := &cli.App{
 		Name:           "etcdlead",

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -60,12 +61,38 @@ func envVars(c *cli.Context, name string) []string {
 	}
 	for _, fs := range [][]cli.Flag{flags, c.App.Flags} {
 		for _, f := range fs {
-			if f.Names()[0] == name {
+			if nameOf(f) == name {
 				return m[f]
 			}
 		}
 	}
 	return nil
+}
+
+// nameOf is f's name. It reads the field of the kinds etcdlead defines
+// instead of calling Names, which in urfave/cli runs a regular expression
+// on every call: a run looks up each of its options once, and lookups
+// through Names cost more CPU than the rest of its start before the dial.
+func nameOf(f cli.Flag) string {
+	switch f := f.(type) {
+	case *cli.StringFlag:
+		return f.Name
+	case *cli.BoolFlag:
+		return f.Name
+	case *cli.IntFlag:
+		return f.Name
+	case *cli.GenericFlag:
+		return f.Name
+	}
+	return f.Names()[0]
+}
+
+// setOn reports whether option name was given on x's own command line.
+// Where x has the option, it is x.IsSet(name) without that method's walk
+// through every flag's Names (nameOf); etcdlead's flags have no aliases
+// and urfave/cli sets none from the environment (detachEnv).
+func setOn(x *cli.Context, name string) bool {
+	return slices.Contains(x.LocalFlagNames(), name)
 }
 
 // source is where an option's value came from; a higher one wins.
@@ -84,7 +111,7 @@ const (
 // the variable.
 func given(c *cli.Context, name string) (src source, ctx *cli.Context, env, val string) {
 	for _, x := range c.Lineage() {
-		if x.IsSet(name) {
+		if setOn(x, name) {
 			return fromFlag, x, "", ""
 		}
 	}
@@ -129,7 +156,7 @@ func optText(c *cli.Context, name, give, absent string) (string, error) {
 		return "give " + give + ", or " + leave + " " + absent
 	}
 	for _, x := range c.Lineage() {
-		if x.IsSet(name) {
+		if setOn(x, name) {
 			if v := x.String(name); v != "" {
 				return v, nil
 			}

@@ -69,3 +69,25 @@ func TestDialTimeoutFromEtcdctl(t *testing.T) {
 		}
 	}
 }
+
+// TestOptionGivenOnEitherSide: a connection flag may come before the
+// subcommand or after it, where it wins; given finds either without
+// urfave/cli's IsSet (setOn).
+func TestOptionGivenOnEitherSide(t *testing.T) {
+	unsetenv(t, envDialTimeout)
+	unsetenv(t, envEtcdctlDialTimeout)
+	for _, c := range []struct {
+		global, args []string
+		want         time.Duration
+	}{
+		{want: defaultDialTimeout},
+		{global: []string{"--dial-timeout=2s"}, want: 2 * time.Second},
+		{args: []string{"--dial-timeout=3s"}, want: 3 * time.Second},
+		{global: []string{"--dial-timeout=2s"}, args: []string{"--dial-timeout=3s"}, want: 3 * time.Second},
+	} {
+		rc, err := parseArgs(c.global, c.args)
+		if err != nil || rc.conn.DialTimeout != c.want {
+			t.Errorf("%q run %q: dial timeout %s, %v; want %s", c.global, c.args, rc.conn.DialTimeout, err, c.want)
+		}
+	}
+}
