@@ -21,8 +21,8 @@ import (
 	"github.com/etcdlead/etcdlead/supervisor"
 )
 
-// runAction wires a run together: signals first, then the operator
-// surface, containment, the first keeper, the client and the campaign, and
+// runAction wires a run together: signals first, then the client, the
+// operator surface, containment, the first keeper and the campaign, and
 // hands them to the term loop. Everything it starts but the signal catch
 // is stopped before it returns.
 func runAction(c *cli.Context, raw []string) (err error) {
@@ -43,6 +43,13 @@ func runAction(c *cli.Context, raw []string) (err error) {
 	defer deferred.release(true) // a return before the outcome shows what was logged
 	log := newLogger(rc.run.Spec.LogLevel, rc.run.Spec.LogJSON, deferred)
 	log.Trace("run begins")
+	// Made first: the client dials at once, so the connection comes up
+	// while containment is chosen and the keeper starts.
+	client, err := etcdconn.New(rc.conn)
+	if err != nil {
+		return failf("%v", err)
+	}
+	defer client.Close()
 	mon, stopStatus, err := operatorSurface(rc, log)
 	if err != nil {
 		return err
@@ -56,11 +63,6 @@ func runAction(c *cli.Context, raw []string) (err error) {
 	defer supervisor.ReleaseContainment()
 	keepers := firstKeeper(rc, log)
 	defer keepers.Drop()
-	client, err := etcdconn.New(rc.conn)
-	if err != nil {
-		return failf("%v", err)
-	}
-	defer client.Close()
 	cc := &rc.run.Campaign
 	cc.Client, cc.Logger, cc.Containment, cc.Observer = client, log.Named("campaign"), contained.Mode, runner.Observer(mon, keepers)
 	camp, err := campaign.New(rc.run.Campaign)
@@ -109,11 +111,12 @@ func contain(rc runConfig, mon *ops.Monitor, log hclog.Logger) (supervisor.Conta
 func firstKeeper(rc runConfig, log hclog.Logger) *runner.Standby {
 	keepers := runner.NewStandby(rc.run.Spec, log.Named("supervisor"))
 	if !rc.run.Campaign.NoWait {
-		// The first campaign's keeper, started before the etcd client is
-		// set up: a keeper's own start (an exec, a runtime's start, its
+		// The first campaign's keeper, started as soon as containment is
+		// chosen: a keeper's own start (an exec, a runtime's start, its
 		// signals caught) takes about as long as the dial and the two
 		// commits of a campaign, and the first child waits for whichever
-		// ends last. The campaign then finds it waiting (Runner.campaign).
+		// ends last. It starts beside them (Standby.Prepare), and the
+		// campaign finds it waiting (Runner.campaign).
 		keepers.Prepare()
 	}
 	return keepers
