@@ -216,8 +216,8 @@ func (r *Runner) campaign(ctx context.Context) (Leadership, error) {
 	defer cancel()
 	r.log.Trace("campaign begins")
 	if !r.cfg.Campaign.NoWait {
-		// Warms up while etcd is asked; the first campaign's keeper waits
-		// already (runAction starts it before the etcd client).
+		// Warms up while etcd is asked; the first campaign's keeper is
+		// under way already (runAction starts it first).
 		r.keepers.Prepare()
 	}
 	res := make(chan campaignResult, 1)
