@@ -29,6 +29,7 @@ type Term struct {
 	TTL      time.Duration // as granted by etcd
 	dl       atomic.Int64  // boot-clock deadline, see Deadline
 	sentAt   atomic.Int64  // boot-clock send time, see lastSent
+	endOnce  sync.Once
 	revoked  atomic.Bool
 	fronted  atomic.Bool
 	guards   sync.WaitGroup   // the guard's goroutines
@@ -196,21 +197,19 @@ func (t *Term) renewWhileWaiting(ctx context.Context) {
 	}
 }
 
-// Revoke ends the term (step 9): one transaction deletes its record, and
-// its queue key, sentinel and slot key while they are on its lease, which
-// wakes the next candidate; then its lease is revoked, off the next
-// candidate's way. Callers end a term only once the child's processes are
-// all gone: the record's delete says so to every successor. It returns
-// once the term's guard has ended too, so that no goroutine of the term
-// outlives it; the delete, the revoke and that wait are each bounded by
-// the request timeout. A term whose delete etcd did not answer leaves its
-// record to a successor, which takes it away once the lease is gone
-// (clearEnded). It is safe to call more than once; only the first call
-// waits.
-func (t *Term) Revoke() {
-	if t.revoked.Swap(true) {
-		return
-	}
+// End ends the term in etcd (step 9): one transaction deletes its
+// record, and its queue key, sentinel and slot key while they are on its
+// lease, which wakes the next candidate. Callers end a term only once the
+// child's processes are all gone: the record's delete says so to every
+// successor. The lease stays until Revoke: a renewal after End is
+// harmless, so a caller may end the term before it waits for Lead to
+// return. A term whose delete etcd did not answer, within the request
+// timeout, leaves its record to a successor, which takes it away once the
+// lease is gone (clearEnded). It is safe to call more than once, and
+// from several goroutines: each returns once the first call has.
+func (t *Term) End() { t.endOnce.Do(t.endTerm) }
+
+func (t *Term) endTerm() {
 	t.lose(errRevoked)
 	ctx, cancel := context.WithTimeout(context.Background(), t.c.cfg.RequestTimeout)
 	defer cancel()
@@ -219,6 +218,20 @@ func (t *Term) Revoke() {
 		t.c.log.Warn("could not delete the term's record; a successor will take it away once the lease is gone", "record", t.Record, "error", err)
 	}
 	t.c.log.Trace("term ended")
+}
+
+// Revoke ends the term (End, unless done), then revokes its lease, off
+// the next candidate's way. It returns once the term's guard has ended
+// too, so that no goroutine of the term outlives it; the revoke and that
+// wait are each bounded by the request timeout. It is safe to call more
+// than once; only the first call waits.
+func (t *Term) Revoke() {
+	if t.revoked.Swap(true) {
+		return
+	}
+	t.End()
+	ctx, cancel := context.WithTimeout(context.Background(), t.c.cfg.RequestTimeout)
+	defer cancel()
 	t.c.log.Trace("revoking lease")
 	err := t.revoke(ctx)
 	t.c.log.Trace("revoke answered")

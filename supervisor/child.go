@@ -92,6 +92,7 @@ type Child struct {
 	fence  Fence
 	moved  chan struct{}
 	fenced bool
+	gone   chan struct{} // see Gone
 }
 
 // Start launches the keeper, which starts the child. It returns once the child
@@ -286,7 +287,7 @@ func (k *keeperProc) started(deadline time.Duration, log hclog.Logger) (*Child, 
 		return nil, err
 	}
 	c := &Child{log: log, ctrl: k.ctrl, done: make(chan struct{}), pid: pid, keeper: k,
-		fence: k.fence, moved: make(chan struct{}, 1)}
+		fence: k.fence, moved: make(chan struct{}, 1), gone: make(chan struct{})}
 	c.fence.Deadline = deadline
 	if inCgroup {
 		c.cg = k.cg.child
@@ -333,6 +334,7 @@ func readStarted(status *bufio.Scanner) (int, bool, error) {
 // the keeper, the supervisor kills the child's group and every orphan the
 // keeper left (this process is a subreaper, so they are its children now).
 func (c *Child) wait(k *keeperProc, status *bufio.Scanner) {
+	defer close(c.gone)
 	defer k.cg.remove(c.log)
 	for status.Scan() {
 		if r, err := keeper.ParseReport(status.Text()); err == nil && r.Op == keeper.OpExit {
@@ -349,6 +351,12 @@ func (c *Child) wait(k *keeperProc, status *bufio.Scanner) {
 				res.Reason, res.Signaled = ReasonFenced, false
 			}
 			c.publish(res)
+			// Read on until the keeper, exiting, closes its end. A read
+			// parks on the runtime's poller; a wait for the process
+			// blocks its thread, which keeps the term loop that publish
+			// just woke from running until the runtime notices.
+			for status.Scan() {
+			}
 			k.stat.Close()
 			_ = k.wait()
 			return
@@ -410,6 +418,10 @@ func (c *Child) publish(res Result) {
 	c.mu.Unlock()
 	close(c.done)
 }
+
+// Gone is closed after Done, once the keeper too is gone: reaped, and the
+// term's cgroups removed.
+func (c *Child) Gone() <-chan struct{} { return c.gone }
 
 // Pid is the direct child's pid, which is also its process group id.
 func (c *Child) Pid() int { return c.pid }

@@ -293,6 +293,26 @@ func TestChildExitCodePassesThrough(t *testing.T) {
 	}
 }
 
+// Gone follows Done once the keeper is reaped and the term's cgroups are
+// removed: the runner revokes the lease only then.
+func TestGoneOnceTheKeeperIs(t *testing.T) {
+	s := startHelper(t, "exit:0", nil)
+	s.result(t)
+	select {
+	case <-s.c.Gone():
+	case <-time.After(20 * time.Second):
+		t.Fatal("keeper not gone within the safety timeout")
+	}
+	if pid := s.c.keeper.cmd.Process.Pid; syscall.Kill(pid, 0) != syscall.ESRCH {
+		t.Errorf("keeper %d is still there (a zombie, unreaped) when Gone closed", pid)
+	}
+	if dir := s.c.keeper.cg.dir; dir != "" {
+		if _, err := os.Stat(string(dir)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the term's cgroup %s when Gone closed: %v, want it removed", dir, err)
+		}
+	}
+}
+
 // A child killed by a signal is told from one that exits with the same
 // code: an interactive run stops on Ctrl-C, not on a shell's exit 130.
 func TestSignalDeathToldFromExitCode(t *testing.T) {

@@ -81,7 +81,7 @@ func TestIneligibleLeaderStepsDown(t *testing.T) {
 	p.answer(t, false)
 	g.j.waitFor(t, "revoke", 1)
 	g.j.inOrder(t, "stop SIGTERM", "child exited", "revoke")
-	g.j.settledBefore(t, "eligible check", "eligible done", "revoke")
+	g.j.settledBefore(t, "eligible check", "eligible done", "end")
 	p.answer(t, true)
 	g.j.waitFor(t, "campaign", 2)
 	g.sigs <- syscall.SIGTERM
@@ -114,7 +114,7 @@ func TestUnhealthyLeaderStepsDownForWaiter(t *testing.T) {
 	p.answer(t, false)
 	g.j.waitFor(t, "campaign", 2)
 	g.j.inOrder(t, "waiting?", "stop SIGTERM", "child exited", "revoke", "await vacant", "campaign")
-	g.j.settledBefore(t, "health check", "health done", "revoke")
+	g.j.settledBefore(t, "health check", "health done", "end")
 	if n := g.j.count("child started"); n != 1 {
 		t.Errorf("%d children started in the term, want 1", n)
 	}
@@ -166,7 +166,7 @@ func TestUnhealthyCommandRestartedInPlace(t *testing.T) {
 			p.answer(t, true)
 			g.keepers.child(t, 1).exit(0, supervisor.ReasonExited)
 			wantOutcome(t, g.outcome(t), ChildExited, 0)
-			g.j.settledBefore(t, "health check", "health done", "revoke")
+			g.j.settledBefore(t, "health check", "health done", "end")
 		})
 	}
 }

@@ -177,6 +177,7 @@ type fakeTerm struct {
 	// renew, when sent a deadline, makes Lead tell it to the keeper
 	// (onRenew), as a renewal would.
 	renew chan time.Duration
+	ended sync.Once
 }
 
 func (f *fakeTerm) term() Leadership { return f }
@@ -187,7 +188,12 @@ func (f *fakeTerm) ID() TermID {
 
 func (f *fakeTerm) Deadline() time.Duration { return time.Hour }
 func (f *fakeTerm) ForgetRun()              { f.j.add("forget run") }
-func (f *fakeTerm) Revoke()                 { f.j.add("revoke") }
+func (f *fakeTerm) End()                    { f.ended.Do(func() { f.j.add("end") }) }
+
+func (f *fakeTerm) Revoke() {
+	f.End()
+	f.j.add("revoke")
+}
 
 func (f *fakeTerm) Waiting(context.Context) (bool, error) {
 	f.j.add("waiting?")
@@ -294,13 +300,17 @@ func (c *fakeCampaigner) Campaign(ctx context.Context) (Leadership, error) {
 
 // fakeChild ends when the test says, or on Stop/Kill if it obeys.
 type fakeChild struct {
-	j      *journal
-	n      int // which child of the run, from 0
-	done   chan struct{}
-	once   sync.Once
-	res    supervisor.Result
-	obeys  bool // ends on the first Stop
-	stdout []string
+	j    *journal
+	n    int // which child of the run, from 0
+	done chan struct{}
+	once sync.Once
+	res  supervisor.Result
+	// gone closes with done, or where the keeper lingers at keeperExits.
+	gone     chan struct{}
+	lingers  bool
+	goneOnce sync.Once
+	obeys    bool // ends on the first Stop
+	stdout   []string
 }
 
 func (c *fakeChild) exit(code int, reason supervisor.Reason) {
@@ -312,11 +322,25 @@ func (c *fakeChild) end(res supervisor.Result) {
 		c.res = res
 		c.j.add("child exited")
 		close(c.done)
+		if !c.lingers {
+			c.keeperExits()
+		}
 	})
 }
 
-func (c *fakeChild) Pid() int                  { return 4242 }
-func (c *fakeChild) Done() <-chan struct{}     { return c.done }
+func (c *fakeChild) keeperExits() {
+	c.goneOnce.Do(func() {
+		c.j.add("keeper gone")
+		close(c.gone)
+	})
+}
+
+func (c *fakeChild) Pid() int              { return 4242 }
+func (c *fakeChild) Done() <-chan struct{} { return c.done }
+func (c *fakeChild) Gone() <-chan struct{} {
+	c.j.add("await keeper")
+	return c.gone
+}
 func (c *fakeChild) Result() supervisor.Result { return c.res }
 func (c *fakeChild) SetDeadline(d time.Duration) {
 	c.j.add(fmt.Sprintf("child %d deadline %s", c.n, d))
@@ -337,6 +361,9 @@ type fakeKeepers struct {
 	j        *journal
 	startErr error
 	obeys    bool
+	// lingers keeps each child's keeper after the child, until its
+	// keeperExits.
+	lingers  bool
 	mu       sync.Mutex
 	children []*fakeChild
 	env      [][]string
@@ -350,7 +377,7 @@ func (k *fakeKeepers) Start(_ time.Duration, env []string) (Child, error) {
 		return nil, k.startErr
 	}
 	k.mu.Lock()
-	c := &fakeChild{j: k.j, n: len(k.children), done: make(chan struct{}), obeys: k.obeys}
+	c := &fakeChild{j: k.j, n: len(k.children), done: make(chan struct{}), gone: make(chan struct{}), obeys: k.obeys, lingers: k.lingers}
 	k.children = append(k.children, c)
 	k.env = append(k.env, env)
 	k.mu.Unlock()

@@ -130,14 +130,42 @@ func (l *leading) release() {
 	}
 }
 
-// end revokes the term once the child's processes and the checks' are
-// gone: the next candidate waits on the revoke. Lead returns first, so no
-// renewal follows the revoke.
+// end ends the term once the child's processes and the checks' are gone:
+// the next candidate waits on End. Lead returns before the revoke, so no
+// renewal follows it; one that follows End is harmless, and waiting for
+// Lead first would put its return on the next candidate's way.
 func (l *leading) end() {
 	l.checks.stop()
+	l.term.End()
 	l.release()
+	l.awaitKeeper()
 	l.term.Revoke()
 	l.revoked = true
+}
+
+// keeperExitWait bounds the revoke's wait for the keeper: one that has
+// reported exits once its log is flushed, within its own bound of a
+// second (supervisor/internal/keeper, keeperFlush).
+const keeperExitWait = 2 * time.Second
+
+// awaitKeeper holds the revoke until the keeper is gone too, so that the
+// lease goes last, once nothing the term started is left. It also keeps
+// the revoke out of the next leader's way: etcd applies a revoke with a
+// forced backend commit, and the next leader's start read, sent as soon
+// as End's delete reaches it, would wait behind that commit. A keeper
+// that does not exit in time only delays the revoke; End has freed the
+// election already.
+func (l *leading) awaitKeeper() {
+	if l.child == nil {
+		return
+	}
+	t := time.NewTimer(keeperExitWait)
+	defer t.Stop()
+	select {
+	case <-l.child.Gone():
+	case <-t.C:
+		l.r.log.Warn("the keeper did not exit after its report; revoking the lease without it", "bound", keeperExitWait)
+	}
 }
 
 func (l *leading) revokeOnce() {

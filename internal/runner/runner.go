@@ -75,7 +75,10 @@ type Leadership interface {
 	// renewal (campaign.Term.Lead says when); it returns only once it has
 	// stopped.
 	Lead(ctx context.Context, onRenew func(deadline time.Duration)) error
-	// Revoke ends the term; its keys go with the lease.
+	// End ends the term in etcd, which wakes the next candidate; a
+	// renewal may still follow.
+	End()
+	// Revoke ends the term, unless End did, and revokes its lease.
 	Revoke()
 	// ForgetRun takes back the term's record of its run id, if any
 	// (campaign.Term.ForgetRun).
@@ -124,7 +127,10 @@ type Keepers interface {
 // Child is a started child under its keeper (a *supervisor.Child).
 type Child interface {
 	Pid() int
+	// Done is closed once the child's processes are gone; Gone after
+	// that, once its keeper is gone too.
 	Done() <-chan struct{}
+	Gone() <-chan struct{}
 	Result() supervisor.Result
 	SetDeadline(d time.Duration)
 	Stop(sig syscall.Signal)

@@ -23,12 +23,44 @@ func TestChildExitEndsRunThenRevoke(t *testing.T) {
 	g := newRig(t, baseConfig(), func(g *rig) []func(int) (Leadership, error) { return []func(int) (Leadership, error){g.wins()} })
 	g.keepers.child(t, 0).exit(3, supervisor.ReasonExited)
 	wantOutcome(t, g.outcome(t), ChildExited, 3)
-	g.j.before(t, "child exited", "revoke")
+	g.j.before(t, "child exited", "end")
+	// The end goes first: the next candidate does not wait for Lead's
+	// return.
+	g.j.before(t, "end", "hold returned")
 	g.j.before(t, "hold returned", "revoke")
+	g.j.before(t, "keeper gone", "revoke")
 	want := []string{"ETCDLEAD_NAME=e", "ETCDLEAD_KEY=p/e/1", "ETCDLEAD_REV=11", "ETCDLEAD_LEASE=1",
 		"ETCDLEAD_ID=c1", "ETCDLEAD_ENDPOINTS=127.0.0.1:2379", "ETCDLEAD_SLOT=0", "ETCDLEAD_SLOT_REV=11"}
 	if got := g.keepers.env[0]; !slices.Equal(got, want) {
 		t.Errorf("child env %q, want %q", got, want)
+	}
+}
+
+// The revoke waits for the keeper, which exits after its report: the lease
+// goes last, once nothing of the term is left.
+func TestRevokeWaitsForTheKeeper(t *testing.T) {
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (Leadership, error) { return []func(int) (Leadership, error){g.wins()} })
+	g.keepers.lingers = true
+	c := g.keepers.child(t, 0)
+	c.exit(0, supervisor.ReasonExited)
+	g.j.waitFor(t, "await keeper", 1)
+	if g.j.has("revoke") {
+		t.Fatal("revoked while the keeper runs")
+	}
+	c.keeperExits()
+	wantOutcome(t, g.outcome(t), ChildExited, 0)
+	g.j.inOrder(t, "child exited", "end", "await keeper", "keeper gone", "revoke")
+}
+
+// A keeper that does not exit delays the revoke by keeperExitWait only.
+func TestRevokeWithoutAKeeperThatStays(t *testing.T) {
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (Leadership, error) { return []func(int) (Leadership, error){g.wins()} })
+	g.keepers.lingers = true
+	g.keepers.child(t, 0).exit(0, supervisor.ReasonExited)
+	wantOutcome(t, g.outcome(t), ChildExited, 0)
+	g.j.inOrder(t, "child exited", "end", "await keeper", "revoke")
+	if g.j.has("keeper gone") {
+		t.Fatal("the keeper was never let go")
 	}
 }
 
@@ -42,7 +74,7 @@ func TestLostTermStopsChildFirstThenCampaignsAgain(t *testing.T) {
 	g.j.before(t, "stop SIGTERM", "revoke")
 	c.exit(143, supervisor.ReasonStopped)
 	g.j.waitFor(t, "campaign", 2)
-	g.j.before(t, "child exited", "revoke")
+	g.j.before(t, "child exited", "end")
 	g.j.before(t, "revoke", "campaign cancelled")
 	g.sigs <- syscall.SIGTERM
 	wantOutcome(t, g.outcome(t), Stopped, 0)
@@ -285,7 +317,7 @@ func TestHoldAtLeastKeepsTermUntilStopped(t *testing.T) {
 	g.sigs <- syscall.SIGHUP // no child: ignored, the hold goes on
 	g.sigs <- syscall.SIGTERM
 	wantOutcome(t, g.outcome(t), ChildExited, 0)
-	g.j.before(t, "child exited", "revoke")
+	g.j.before(t, "child exited", "end")
 	g.j.before(t, "hold returned", "revoke")
 }
 
