@@ -182,6 +182,12 @@ func handshake(status io.Writer, args []string) (keeperConfig, bool) {
 func ctrlPipe() *os.File {
 	syscall.CloseOnExec(ctrlFD)
 	syscall.CloseOnExec(statusFD)
+	// Non-blocking, so that its reader parks on the runtime's poller
+	// between commands rather than blocking a thread: a goroutine it wakes
+	// (the start's) runs at once instead of waiting for the runtime to
+	// notice the blocked thread. A pipe refused that mode is read blocking,
+	// as before.
+	_ = syscall.SetNonblock(ctrlFD, true)
 	return os.NewFile(ctrlFD, "ctrl")
 }
 
@@ -315,8 +321,13 @@ func runChild(cgroup proctree.Cgroup, log hclog.Logger, begin <-chan childStart,
 	pid := cmd.Process.Pid
 	log.Trace("child forked")
 	started <- startResult{pid: pid, cgroupErr: cgroupErr}
-	defer close(exited)
-	awaitExit(pid)
+	// Waited for on a goroutine of its own: the one that wakes the keeper's
+	// loop then ends, and the loop runs on its thread at once. This one,
+	// locked, would park on release and pass the loop to another thread.
+	go func() {
+		defer close(exited)
+		awaitExit(pid)
+	}()
 }
 
 // childCommand is the child's command with environment env, started in
