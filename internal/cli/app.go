@@ -48,9 +48,11 @@ func newApp(args []string) *cli.App {
 			return cli.ShowAppHelp(c)
 		},
 	}
+	app.Flags = named(app.Flags)
 	for _, c := range app.Commands {
 		// No `etcdlead run help`: after run, words are the command's.
 		c.HideHelpCommand = true
+		c.Flags = named(c.Flags)
 	}
 	cli.HelpPrinter = helpPrinter(detachEnv(app))
 	return app

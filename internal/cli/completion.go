@@ -214,7 +214,7 @@ func findFlag(flags []cli.Flag, word string) cli.Flag {
 }
 
 func takesValue(f cli.Flag) bool {
-	_, isBool := f.(*cli.BoolFlag)
+	_, isBool := plain(f).(*cli.BoolFlag)
 	return !isBool
 }
 
@@ -234,7 +234,7 @@ func flagValues(f cli.Flag, prefix, typed string) []string {
 	case flagKillSignal:
 		choices = []string{"SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGKILL"}
 	default:
-		if sf, ok := f.(*cli.StringFlag); ok && sf.TakesFile && prefix == "" {
+		if sf, ok := plain(f).(*cli.StringFlag); ok && sf.TakesFile && prefix == "" {
 			return []string{":files"}
 		}
 		return nil

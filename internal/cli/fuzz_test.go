@@ -29,13 +29,13 @@ func parseArgs(global, args []string) (runConfig, error) {
 	var rc runConfig
 	app := &cli.App{
 		Name:           "etcdlead",
-		Flags:          connectionFlags(),
+		Flags:          named(connectionFlags()),
 		Writer:         io.Discard,
 		ErrWriter:      io.Discard,
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError:   usageError,
 		Commands: []*cli.Command{{
-			Name: "run", Flags: runFlags(), OnUsageError: usageError,
+			Name: "run", Flags: named(runFlags()), OnUsageError: usageError,
 			Action: func(c *cli.Context) (err error) {
 				rc, err = parseRunConfig(c, raw)
 				return err

@@ -189,7 +189,7 @@ func placeholder(f cli.Flag) string {
 	if p, ok := placeholders[f.Names()[0]]; ok {
 		return p
 	}
-	switch f.(type) {
+	switch plain(f).(type) {
 	case *cli.IntFlag:
 		return "N"
 	case *cli.GenericFlag:

@@ -28,15 +28,15 @@ func detachEnv(app *cli.App) map[cli.Flag][]string {
 	m := map[cli.Flag][]string{}
 	take := func(flags []cli.Flag) {
 		for _, f := range flags {
-			switch f := f.(type) {
+			switch g := plain(f).(type) {
 			case *cli.StringFlag:
-				m[f], f.EnvVars = f.EnvVars, nil
+				m[f], g.EnvVars = g.EnvVars, nil
 			case *cli.BoolFlag:
-				m[f], f.EnvVars = f.EnvVars, nil
+				m[f], g.EnvVars = g.EnvVars, nil
 			case *cli.IntFlag:
-				m[f], f.EnvVars = f.EnvVars, nil
+				m[f], g.EnvVars = g.EnvVars, nil
 			case *cli.GenericFlag:
-				m[f], f.EnvVars = f.EnvVars, nil
+				m[f], g.EnvVars = g.EnvVars, nil
 			}
 		}
 	}
@@ -61,7 +61,7 @@ func envVars(c *cli.Context, name string) []string {
 	}
 	for _, fs := range [][]cli.Flag{flags, c.App.Flags} {
 		for _, f := range fs {
-			if nameOf(f) == name {
+			if f.Names()[0] == name {
 				return m[f]
 			}
 		}
@@ -69,28 +69,10 @@ func envVars(c *cli.Context, name string) []string {
 	return nil
 }
 
-// nameOf is f's name. It reads the field of the kinds etcdlead defines
-// instead of calling Names, which in urfave/cli runs a regular expression
-// on every call: a run looks up each of its options once, and lookups
-// through Names cost more CPU than the rest of its start before the dial.
-func nameOf(f cli.Flag) string {
-	switch f := f.(type) {
-	case *cli.StringFlag:
-		return f.Name
-	case *cli.BoolFlag:
-		return f.Name
-	case *cli.IntFlag:
-		return f.Name
-	case *cli.GenericFlag:
-		return f.Name
-	}
-	return f.Names()[0]
-}
-
 // setOn reports whether option name was given on x's own command line.
 // Where x has the option, it is x.IsSet(name) without that method's walk
-// through every flag's Names (nameOf); etcdlead's flags have no aliases
-// and urfave/cli sets none from the environment (detachEnv).
+// through every flag; etcdlead's flags have no aliases and urfave/cli sets
+// none from the environment (detachEnv).
 func setOn(x *cli.Context, name string) bool {
 	return slices.Contains(x.LocalFlagNames(), name)
 }

@@ -105,7 +105,7 @@ func (r *report) markdown() string {
 	p("It builds etcd and etcdctl at the version pinned in `go.mod`, etcdlead from the checkout and a tiny child program, ")
 	p("starts one etcd member with its data on disk (fsync on: no `--unsafe-no-fsync`) on a loopback port chosen at run time, ")
 	p("measures, and rewrites this file. `scripts/bench -quick` is a shorter run that prints the report instead. ")
-	p("Micro-benchmarks of the hot paths: `go test -run '^$' -bench . ./campaign ./supervisor`.\n\n")
+	p("Micro-benchmarks of the hot paths: `go test -run '^$' -bench . ./campaign ./supervisor ./internal/health ./internal/cli`.\n\n")
 	p("## Machine\n\n| | |\n|---|---|\n")
 	p("| CPU | %s, %d cores |\n", r.mach.CPU, r.mach.Cores)
 	p("| memory | %s |\n| kernel | %s |\n| Go | %s |\n", r.mach.Memory, r.mach.Kernel, r.mach.GoVersion)
