@@ -121,17 +121,19 @@ func (b *bench) firstChildSteps(ctx context.Context, n int) (*stepTable, bool, e
 
 // The rows of firstChildRows that others count from.
 const (
-	keeperStarted = 2
-	startMsg      = 7
+	campaignBegins = 2
+	keeperStarted  = 3
+	startMsg       = 7
 )
 
 func firstChildRows() []stepRow {
 	return []stepRow{
 		{Name: "the bench execs etcdlead", Who: "bench"},
 		{Name: "its run begins", Who: "supervisor", role: "sup", event: "run begins", Unsplit: "the exec, the Go runtime's start, package initialisation, the command line's parsing and check by urfave/cli, signals caught, the logger"},
-		{Name: "a keeper started (its fork; the keeper's own start goes on beside)", Who: "supervisor", role: "sup", event: "standby keeper started", Unsplit: "the status server, the containment chosen, the fork"},
-		{Name: "its campaign begins", Who: "supervisor", role: "sup", event: "campaign begins", Unsplit: "the etcd client set up"},
-		{Name: "lease granted", Who: "supervisor", role: "sup", event: "campaigning", Unsplit: "the dial (TCP, HTTP/2) and the LeaseGrant, a commit"},
+		{Name: "its campaign begins", Who: "supervisor", role: "sup", event: "campaign begins", Unsplit: "the etcd client set up (it dials from then on), the status server, the containment chosen, a keeper's fork begun"},
+		{Name: "a keeper forked, beside the campaign", Who: "supervisor", role: "sup", event: "standby keeper started", From: []int{campaignBegins}, OffPath: true,
+			Unsplit: "the fork, on a goroutine of its own; the keeper's own start goes on beside"},
+		{Name: "lease granted", Who: "supervisor", role: "sup", event: "campaigning", From: []int{campaignBegins}, Unsplit: "the dial's end (TCP, HTTP/2), a read of etcd's raft term, the LeaseGrant, a commit"},
 		{Name: "campaign transaction answered", Who: "supervisor", role: "sup", event: "enqueued", Unsplit: "a commit"},
 		{Name: "elected", Who: "supervisor", role: "sup", event: "elected"},
 		{Name: "it writes the start message to its keeper", Who: "supervisor", role: "sup", event: "sending start to keeper"},

@@ -181,7 +181,7 @@ func (r *report) sectionHandoff(w func(string, ...any)) {
 	}
 	w("| both | %.0f | %s | %s |\n\n", all.count, msf(all.mean()), msf(all.quantile(0.5)))
 	w("A handoff needs at least one commit (etcdctl lock's delete; etcdlead's end of term, one transaction that deletes its record and keys), so *median − one fsync* is what remains for the tools themselves: processes, round trips, and any further commits.\n\n")
-	w("etcd's backend (bbolt) commits in the same windows (`etcd_disk_backend_commit_duration_seconds`): etcd commits its backend on its own every 100 ms, and at once, in its apply loop and with fsyncs of its own, after a write that deletes from a bucket, as a revoke does (the lease's record); reads that come after it wait for it. etcdlead revokes after its end of term, off the handoff's path (docs/design.md, *Cost*).\n\n")
+	w("etcd's backend (bbolt) commits in the same windows (`etcd_disk_backend_commit_duration_seconds`): etcd commits its backend on its own every 100 ms, and at once, in its apply loop and with fsyncs of its own, after a write that deletes from a bucket, as a revoke does (the lease's record); reads that come after it wait for it. etcdlead revokes after its end of term, once the old keeper is gone too, off the handoff's path (docs/design.md, *Cost*); etcdctl lock does not revoke: its lease expires after it exits.\n\n")
 	w("| windows of | handoffs | backend commits | per handoff | mean duration |\n|---|---|---|---|---|\n")
 	for _, t := range r.tools {
 		bh := h.backend[t.Key]
@@ -671,7 +671,7 @@ func (r *report) sectionWhy(p func(string, ...any)) {
 		}
 		p(" → the child's start through a keeper, an exec of the small etcdlead-keeper binary (on a machine with %d cores) → fork and exec of the command. ", r.mach.Cores)
 		p("Measured in this run: %g raft commits before the child runs against %g for etcdctl lock (median per start, at a WAL fsync mean of %s). ", cl, cc, r.fsyncMean())
-		p("Section %d splits etcdlead's start step by step: what it adds are its signals caught and the keeper's fork before its first request, and after its election the start message to the keeper, which waits for the keeper's own start when that ends later. ", r.sec["ttfc"])
+		p("Section %d splits etcdlead's start step by step: what it adds are its signals caught, its containment chosen and a read of etcd's raft term before its grant, a keeper's fork and start beside its campaign, and after its election the start message to the keeper, which waits for the keeper's own start when that ends later. ", r.sec["ttfc"])
 		p("\n\n")
 	}
 	if keeper && r.idle != nil {

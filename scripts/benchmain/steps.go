@@ -194,7 +194,7 @@ func etcdleadRows(deleted bool) []stepRow {
 		end := len(rows) - 1
 		rows = append(rows,
 			stepRow{Name: "end answered", Who: "old supervisor", role: "old", event: "term ended", From: []int{end}, OffPath: true},
-			stepRow{Name: "revoke answered (sent after the end)", Who: "old supervisor", role: "old", event: "revoke answered", From: []int{end}, OffPath: true},
+			stepRow{Name: "revoke answered (sent once the old keeper is gone)", Who: "old supervisor", role: "old", event: "revoke answered", From: []int{end}, OffPath: true},
 			stepRow{Name: "watch event at the next candidate (the old sentinel's delete)", Who: "next supervisor", role: "next", event: "predecessor moved; looking again", From: []int{end}, Unsplit: wakeUnsplit},
 		)
 	} else {
@@ -210,7 +210,7 @@ func etcdleadRows(deleted bool) []stepRow {
 		sent := len(rows) - 1
 		rows = append(rows,
 			stepRow{Name: "end answered", Who: "old supervisor", role: "old", event: "term ended", From: []int{end}, OffPath: true},
-			stepRow{Name: "revoke answered (sent after the end)", Who: "old supervisor", role: "old", event: "revoke answered", From: []int{end}, OffPath: true},
+			stepRow{Name: "revoke answered (sent once the old keeper is gone)", Who: "old supervisor", role: "old", event: "revoke answered", From: []int{end}, OffPath: true},
 			stepRow{Name: "watch event on the wire to the next candidate (the old sentinel's delete)", Who: "next supervisor (proxy)", From: []int{sent}, Unsplit: wakeUnsplit},
 			stepRow{Name: "the event reaches the campaign", Who: "next supervisor", role: "next", event: "predecessor moved; looking again", Unsplit: "the client's gRPC stack and watch dispatch"},
 		)
