@@ -185,8 +185,8 @@ func ctrlPipe() *os.File {
 	// Non-blocking, so that its reader parks on the runtime's poller
 	// between commands rather than blocking a thread: a goroutine it wakes
 	// (the start's) runs at once instead of waiting for the runtime to
-	// notice the blocked thread. A pipe refused that mode is read blocking,
-	// as before.
+	// notice the blocked thread. A pipe that refuses the mode is read
+	// blocking.
 	_ = syscall.SetNonblock(ctrlFD, true)
 	return os.NewFile(ctrlFD, "ctrl")
 }
