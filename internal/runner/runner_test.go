@@ -39,8 +39,10 @@ func TestChildExitEndsRunThenRevoke(t *testing.T) {
 // The revoke waits for the keeper, which exits after its report: the lease
 // goes last, once nothing of the term is left.
 func TestRevokeWaitsForTheKeeper(t *testing.T) {
-	g := newRig(t, baseConfig(), func(g *rig) []func(int) (Leadership, error) { return []func(int) (Leadership, error){g.wins()} })
-	g.keepers.lingers = true
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (Leadership, error) {
+		g.keepers.lingers = true
+		return []func(int) (Leadership, error){g.wins()}
+	})
 	c := g.keepers.child(t, 0)
 	c.exit(0, supervisor.ReasonExited)
 	g.j.waitFor(t, "await keeper", 1)
@@ -54,8 +56,10 @@ func TestRevokeWaitsForTheKeeper(t *testing.T) {
 
 // A keeper that does not exit delays the revoke by keeperExitWait only.
 func TestRevokeWithoutAKeeperThatStays(t *testing.T) {
-	g := newRig(t, baseConfig(), func(g *rig) []func(int) (Leadership, error) { return []func(int) (Leadership, error){g.wins()} })
-	g.keepers.lingers = true
+	g := newRig(t, baseConfig(), func(g *rig) []func(int) (Leadership, error) {
+		g.keepers.lingers = true
+		return []func(int) (Leadership, error){g.wins()}
+	})
 	g.keepers.child(t, 0).exit(0, supervisor.ReasonExited)
 	wantOutcome(t, g.outcome(t), ChildExited, 0)
 	g.j.inOrder(t, "child exited", "end", "await keeper", "revoke")
