@@ -118,3 +118,55 @@ func TestStaleTermKilledOnceItsKeeperEnds(t *testing.T) {
 		}
 	}
 }
+
+// proctree.Events tells of a cgroup that empties, and Close ends the
+// watch, also of a cgroup removed meanwhile (the keeper's loop waits on
+// these, and closes its watch on its way out).
+func TestCgroupEventsTellChanges(t *testing.T) {
+	base := needCgroups(t)
+	d := proctree.Cgroup(filepath.Join(base, instancePrefix+"events-"+strconv.Itoa(os.Getpid())))
+	if err := os.Mkdir(string(d), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Remove() })
+	fd, err := unix.Open(string(d), unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sleep", "1000")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	err = cmd.Start()
+	unix.Close(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+
+	w, err := proctree.WatchEvents(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if busy, err := d.Populated(); !busy || err != nil {
+		t.Fatalf("populated = %v, %v with sleep in it", busy, err)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	select {
+	case <-w.Changed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no change told as the cgroup emptied")
+	}
+	if busy, err := d.Populated(); busy || err != nil {
+		t.Fatalf("populated = %v, %v once its one process was reaped", busy, err)
+	}
+
+	// Removed under the watch: Close still ends it.
+	if err := unix.Rmdir(string(d)); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	w.Close() // a second Close is harmless
+}

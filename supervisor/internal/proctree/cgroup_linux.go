@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -219,7 +220,7 @@ func (d Cgroup) tree() ([]string, error) {
 func (d Cgroup) Await(bound time.Duration, cond func() bool) bool {
 	w, err := WatchEvents(d)
 	if err != nil {
-		// No inotify descriptor left: look once more at the end.
+		// No descriptor left: look once more at the end.
 		if cond() {
 			return true
 		}
@@ -240,38 +241,75 @@ func (d Cgroup) Await(bound time.Duration, cond func() bool) bool {
 }
 
 // Events tells of every change to a cgroup's cgroup.events, which the
-// kernel marks modified when populated or frozen changes.
+// kernel marks modified when populated or frozen changes. It polls the file
+// itself (POLLPRI) rather than watching it with inotify: closing an inotify
+// descriptor waits for the kernel's fsnotify grace period, which held every
+// keeper's exit, and with it the end of its supervisor's run, for that long.
 type Events struct {
-	f       *os.File
 	Changed chan struct{}
+	fd      int // cgroup.events
+	wake    [2]int
+	done    chan struct{}
+	once    sync.Once
 }
 
 // WatchEvents starts telling of d's changes on Changed, until Close.
 func WatchEvents(d Cgroup) (*Events, error) {
-	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	fd, err := unix.Open(d.file("cgroup.events"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := unix.InotifyAddWatch(fd, d.file("cgroup.events"), unix.IN_MODIFY); err != nil {
+	w := &Events{Changed: make(chan struct{}, 1), fd: fd, done: make(chan struct{})}
+	if err := unix.Pipe2(w.wake[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
 		unix.Close(fd)
 		return nil, err
 	}
-	// Non-blocking, so read through the runtime's poller: close ends the
-	// reader below.
-	w := &Events{f: os.NewFile(uintptr(fd), "inotify"), Changed: make(chan struct{}, 1)}
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			if _, err := w.f.Read(buf); err != nil {
-				return
-			}
-			select {
-			case w.Changed <- struct{}{}:
-			default:
-			}
-		}
-	}()
+	go w.run()
 	return w, nil
 }
 
-func (w *Events) Close() { w.f.Close() }
+// run reads the file, which arms the next report of a change, and waits
+// in poll for that change or for Close; a change between the read and the
+// poll is reported at once. The kernel tells of no removal: a cgroup goes
+// only once empty, which it told. A file that can no longer be read counts
+// as one last change.
+func (w *Events) run() {
+	defer close(w.done)
+	buf := make([]byte, 256)
+	for {
+		if _, err := unix.Pread(w.fd, buf, 0); err != nil && err != unix.EINTR {
+			w.tell()
+			return
+		}
+		fds := []unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLPRI}, {Fd: int32(w.wake[0]), Events: unix.POLLIN}}
+		if _, err := unix.Poll(fds, -1); err != nil && err != unix.EINTR {
+			w.tell()
+			return
+		}
+		if fds[1].Revents != 0 {
+			return
+		}
+		if fds[0].Revents != 0 {
+			w.tell()
+		}
+	}
+}
+
+func (w *Events) tell() {
+	select {
+	case w.Changed <- struct{}{}:
+	default:
+	}
+}
+
+// Close stops the watch and waits for its goroutine. It is safe to call
+// more than once.
+func (w *Events) Close() {
+	w.once.Do(func() {
+		_, _ = unix.Write(w.wake[1], []byte{0})
+		<-w.done
+		unix.Close(w.fd)
+		unix.Close(w.wake[0])
+		unix.Close(w.wake[1])
+	})
+}
