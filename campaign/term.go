@@ -30,6 +30,8 @@ type Term struct {
 	dl       atomic.Int64  // boot-clock deadline, see Deadline
 	sentAt   atomic.Int64  // boot-clock send time, see lastSent
 	endOnce  sync.Once
+	endDone  time.Time     // when End's transaction was answered
+	endTook  time.Duration // and how long it took
 	revoked  atomic.Bool
 	fronted  atomic.Bool
 	guards   sync.WaitGroup   // the guard's goroutines
@@ -214,14 +216,26 @@ func (t *Term) endTerm() {
 	ctx, cancel := context.WithTimeout(context.Background(), t.c.cfg.RequestTimeout)
 	defer cancel()
 	t.c.log.Trace("ending term")
+	sent := time.Now()
 	if err := t.end(ctx); err != nil {
 		t.c.log.Warn("could not delete the term's record; a successor will take it away once the lease is gone", "record", t.Record, "error", err)
 	}
+	t.endDone = time.Now()
+	t.endTook = t.endDone.Sub(sent)
 	t.c.log.Trace("term ended")
 }
 
+// maxRevokeWait bounds Revoke's wait after End: a successor farther from
+// etcd than that pays one backend commit on its start read, and an End
+// that a faulty member made slow does not delay the revoke as much again.
+const maxRevokeWait = 100 * time.Millisecond
+
 // Revoke ends the term (End, unless done), then revokes its lease, off
-// the next candidate's way. It returns once the term's guard has ended
+// the next candidate's way: no sooner than End took again after its
+// answer (at most maxRevokeWait). etcd applies a revoke with a forced
+// backend commit, which holds up every read that comes after it; a
+// successor as far from etcd as this candidate has sent its start read by
+// then, woken by End's delete. It returns once the term's guard has ended
 // too, so that no goroutine of the term outlives it; the revoke and that
 // wait are each bounded by the request timeout. It is safe to call more
 // than once; only the first call waits.
@@ -230,6 +244,9 @@ func (t *Term) Revoke() {
 		return
 	}
 	t.End()
+	if d := time.Until(t.endDone.Add(min(t.endTook, maxRevokeWait))); d > 0 {
+		time.Sleep(d)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), t.c.cfg.RequestTimeout)
 	defer cancel()
 	t.c.log.Trace("revoking lease")

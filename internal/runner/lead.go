@@ -149,12 +149,9 @@ func (l *leading) end() {
 const keeperExitWait = 2 * time.Second
 
 // awaitKeeper holds the revoke until the keeper is gone too, so that the
-// lease goes last, once nothing the term started is left. It also keeps
-// the revoke out of the next leader's way: etcd applies a revoke with a
-// forced backend commit, and the next leader's start read, sent as soon
-// as End's delete reaches it, would wait behind that commit. A keeper
-// that does not exit in time only delays the revoke; End has freed the
-// election already.
+// lease goes last, once nothing the term started is left (Term.Revoke
+// keeps it out of the next leader's way). A keeper that does not exit in
+// time only delays the revoke; End has freed the election already.
 func (l *leading) awaitKeeper() {
 	if l.child == nil {
 		return
