@@ -145,7 +145,9 @@ func TestCommand(t *testing.T) {
 			done <- command(fmt.Sprintf("echo $$ > %s; exec sleep 600", pidfile("stop")), time.Hour).Check(ctx, nil)
 		}()
 		for {
-			if _, err := os.Stat(pidfile("stop")); err == nil {
+			// Its pid written, not only its file made: the shell's
+			// redirection creates the file before echo writes to it.
+			if b, err := os.ReadFile(pidfile("stop")); err == nil && strings.HasSuffix(string(b), "\n") {
 				break
 			}
 			select {

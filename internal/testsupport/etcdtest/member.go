@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/etcdlead/etcdlead/internal/testsupport/proctest"
 )
 
 // Member is one etcd server process of a Cluster. Its methods may be called
@@ -215,6 +217,15 @@ func (m *Member) Freeze(tb testing.TB) {
 	}
 	p.signal(syscall.SIGSTOP)
 	tb.Cleanup(func() { p.signal(syscall.SIGCONT) })
+	// kill(2) returns before the stop has reached every thread: a request
+	// sent at once could still be answered. The kernel tells nobody when it
+	// has, so /proc is looked at until it says so.
+	pid := p.cmd.Process.Pid
+	for end := time.Now().Add(10 * time.Second); !proctest.Stopped(pid); time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			tb.Fatalf("etcdtest: freeze %s: pid %d not stopped after 10s", m.name, pid)
+		}
+	}
 }
 
 // Thaw resumes a frozen member with SIGCONT.
