@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -69,14 +68,6 @@ func envVars(c *cli.Context, name string) []string {
 	return nil
 }
 
-// setOn reports whether option name was given on x's own command line.
-// Where x has the option, it is x.IsSet(name) without that method's walk
-// through every flag; etcdlead's flags have no aliases and urfave/cli sets
-// none from the environment (detachEnv).
-func setOn(x *cli.Context, name string) bool {
-	return slices.Contains(x.LocalFlagNames(), name)
-}
-
 // source is where an option's value came from; a higher one wins.
 type source int
 
@@ -93,7 +84,7 @@ const (
 // the variable.
 func given(c *cli.Context, name string) (src source, ctx *cli.Context, env, val string) {
 	for _, x := range c.Lineage() {
-		if setOn(x, name) {
+		if x.IsSet(name) {
 			return fromFlag, x, "", ""
 		}
 	}
@@ -138,7 +129,7 @@ func optText(c *cli.Context, name, give, absent string) (string, error) {
 		return "give " + give + ", or " + leave + " " + absent
 	}
 	for _, x := range c.Lineage() {
-		if setOn(x, name) {
+		if x.IsSet(name) {
 			if v := x.String(name); v != "" {
 				return v, nil
 			}

@@ -71,8 +71,7 @@ func TestDialTimeoutFromEtcdctl(t *testing.T) {
 }
 
 // TestOptionGivenOnEitherSide: a connection flag may come before the
-// subcommand or after it, where it wins; given finds either without
-// urfave/cli's IsSet (setOn).
+// subcommand or after it, where it wins; given finds either.
 func TestOptionGivenOnEitherSide(t *testing.T) {
 	unsetenv(t, envDialTimeout)
 	unsetenv(t, envEtcdctlDialTimeout)

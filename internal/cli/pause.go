@@ -80,7 +80,7 @@ func pauseAction(c *cli.Context) error {
 		return err
 	}
 	rec := campaign.PauseRecord{By: whoAmI(), At: time.Now().UTC().Truncate(time.Second)}
-	if setOn(c, flagBy) {
+	if c.IsSet(flagBy) {
 		rec.By = c.String(flagBy)
 	}
 	rec.Reason = c.String(flagReason)
