@@ -1,6 +1,7 @@
 package proctest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -226,28 +227,44 @@ func RemoveCgroupTree(dir string) error {
 	return errors.Join(errs...)
 }
 
-// emptyAndRemove kills the processes in one cgroup, waits for each to end
-// (a process leaves its cgroup as it ends), and removes the cgroup; again
-// for any that were forked meanwhile.
+// emptyAndRemove kills the processes in one cgroup, waits until the
+// kernel says no task is left in it, and removes it; again for any that
+// were forked meanwhile. It waits on cgroup.events, not on the pids in
+// cgroup.procs: a process whose leader thread has exited is in no
+// cgroup.procs while its last threads still exit, and holds the cgroup
+// until they have.
 func emptyAndRemove(dir string) error {
 	var err error
 	for range 10 {
 		if err = os.Remove(dir); err == nil || errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
-		b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-		var fds []int
-		for _, f := range strings.Fields(string(b)) {
-			pid, _ := strconv.Atoi(f)
-			if fd, err := unix.PidfdOpen(pid, 0); err == nil {
-				fds = append(fds, fd)
-			}
-		}
 		_ = os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0)
-		for _, fd := range fds {
-			_, _ = unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 10_000)
-			unix.Close(fd)
-		}
+		awaitUnpopulated(dir, 10*time.Second)
 	}
 	return err
+}
+
+// awaitUnpopulated returns once dir's cgroup.events says "populated 0",
+// or after bound. The kernel tells of a change to the file by POLLPRI,
+// re-armed by each read.
+func awaitUnpopulated(dir string, bound time.Duration) {
+	fd, err := unix.Open(filepath.Join(dir, "cgroup.events"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	deadline := time.Now().Add(bound)
+	buf := make([]byte, 512)
+	for {
+		n, err := unix.Pread(fd, buf, 0)
+		if err != nil || bytes.Contains(buf[:max(n, 0)], []byte("populated 0")) {
+			return
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return
+		}
+		_, _ = unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLPRI}}, int(left.Milliseconds())+1)
+	}
 }
