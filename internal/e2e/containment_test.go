@@ -317,18 +317,11 @@ func ownCgroupDir(t *testing.T) string {
 			own = p
 		}
 	}
-	mi, err := os.ReadFile("/proc/self/mountinfo")
+	root, err := proctest.Cgroup2Root()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range strings.Split(string(mi), "\n") {
-		pre, post, ok := strings.Cut(l, " - ")
-		if f := strings.Fields(pre); ok && strings.HasPrefix(post, "cgroup2 ") && len(f) > 4 && f[3] == "/" {
-			return filepath.Join(f[4], own)
-		}
-	}
-	t.Fatal("no cgroup2 mount")
-	return ""
+	return filepath.Join(root, own)
 }
 
 // A cgroup that cannot be made (here: etcdlead runs in a cgroup that

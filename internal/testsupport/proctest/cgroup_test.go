@@ -30,7 +30,10 @@ func TestRemoveCgroupTreeWaitsForTheLastThread(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to make cgroups")
 	}
-	root := cgroup2Root(t)
+	root, err := Cgroup2Root()
+	if err != nil {
+		t.Skip(err)
+	}
 	p := filepath.Join(root, "etcdlead-proctest-"+strconv.Itoa(os.Getpid()))
 	if err := os.Mkdir(p, 0o755); err != nil {
 		t.Skipf("cannot make a cgroup: %v", err)
@@ -88,23 +91,4 @@ func threadHelper(dir string) {
 	}
 	os.Stdout.WriteString("ready\n")
 	select {}
-}
-
-// cgroup2Root is where the cgroup2 hierarchy is mounted: /sys/fs/cgroup,
-// or its unified mount in systemd's hybrid layout.
-func cgroup2Root(t *testing.T) string {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Skip(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		for i, x := range f {
-			if x == "-" && i+1 < len(f) && f[i+1] == "cgroup2" && len(f) > 4 {
-				return f[4]
-			}
-		}
-	}
-	t.Skip("no cgroup2 mount")
-	return ""
 }

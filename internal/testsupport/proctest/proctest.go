@@ -193,6 +193,22 @@ func Fill(path string) error {
 	return nil
 }
 
+// Cgroup2Root is where the whole cgroup2 hierarchy is mounted:
+// /sys/fs/cgroup, or its unified mount in systemd's hybrid layout.
+func Cgroup2Root() (string, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		pre, post, ok := strings.Cut(l, " - ")
+		if f := strings.Fields(pre); ok && strings.HasPrefix(post, "cgroup2 ") && len(f) > 4 && f[3] == "/" {
+			return f[4], nil
+		}
+	}
+	return "", errors.New("no cgroup2 mount")
+}
+
 // RemoveCgroup kills whatever runs in the cgroup at dir and below, and
 // removes it (RemoveCgroupTree): what an etcdlead killed with -9 leaves for
 // the next etcdlead started beside it, which a test that ends has none of.
